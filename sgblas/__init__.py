@@ -1,0 +1,68 @@
+"""sgblas: strict-FP32, column-major SGEMM for Python, written as Numba CUDA kernels.
+
+``C = alpha * op(A) @ op(B) + beta * C`` in IEEE binary32 (FMA allowed, never TF32), on the
+caller's stream, with every kernel variant compiled or loaded from the disk cache when the
+package is imported on a machine with a GPU, so no call ever compiles.
+
+Entry points: :func:`sgemm` (BLAS-style, returns a :class:`Status`), :func:`gemm` (NumPy-style,
+raises :class:`SgblasError`), :func:`explain` (which kernel would run, and why), :class:`Handle`.
+"""
+
+from __future__ import annotations
+
+import os as _os
+import sys as _sys
+
+from sgblas.api import Explanation, explain, last_error_message, sgemm
+from sgblas.enums import MathMode, Status
+from sgblas.errors import InvalidValueError, SgblasError
+from sgblas.gemm_arrays import gemm
+from sgblas.handle import Handle
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Status",
+    "MathMode",
+    "Handle",
+    "sgemm",
+    "gemm",
+    "explain",
+    "Explanation",
+    "SgblasError",
+    "InvalidValueError",
+    "last_error_message",
+    "warmup_error",
+    "__version__",
+]
+
+#: Why loading the kernels at import failed, or None. A handle created later retries and raises.
+_warmup_error: Exception | None = None
+
+
+def warmup_error() -> Exception | None:
+    """The exception raised while loading kernels at import, None if it succeeded or was skipped."""
+    return _warmup_error
+
+
+def _warm_up_at_import() -> None:
+    """Compile or load every kernel variant for the current device, when there is one."""
+    global _warmup_error
+    if _os.environ.get("SGBLAS_NO_WARMUP", "0") not in ("", "0"):
+        return
+    argv = getattr(_sys, "orig_argv", [])
+    if "-m" in argv and argv[argv.index("-m") + 1:][:1] == ["sgblas.warmup"]:
+        return  # the warm-up command loads the kernels itself, reporting each one
+    from sgblas.device import SIMULATOR, current_device, device_count
+
+    if SIMULATOR or device_count() == 0:
+        return
+    try:
+        from sgblas.dispatch.compiled import load_device
+
+        load_device(current_device())
+    except Exception as exc:  # import must work; the first Handle reports the failure
+        _warmup_error = exc
+
+
+_warm_up_at_import()

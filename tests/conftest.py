@@ -1,0 +1,54 @@
+"""Test configuration: run the kernels under Numba's CUDA simulator when no GPU is present.
+
+The switch must happen before anything imports ``numba.cuda``, so the GPU probe talks to the
+driver library directly instead of through Numba.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import pytest
+
+
+def _gpu_present() -> bool:
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return False
+    return count.value > 0
+
+
+GPU_PRESENT = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and _gpu_present()
+if not GPU_PRESENT:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+def _gpu_count() -> int:
+    if not GPU_PRESENT:
+        return 0
+    from numba import cuda
+
+    return len(cuda.gpus)
+
+
+def pytest_collection_modifyitems(config, items):
+    if GPU_PRESENT:
+        multi = _gpu_count() >= 2
+        skip_multi = pytest.mark.skip(reason="needs two or more CUDA GPUs")
+        for item in items:
+            if "multigpu" in item.keywords and not multi:
+                item.add_marker(skip_multi)
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (running under the CUDA simulator)")
+    for item in items:
+        if "gpu" in item.keywords or "multigpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+def pytest_report_header(config):
+    return f"sgblas tests: {'real GPU' if GPU_PRESENT else 'CUDA simulator (no GPU found)'}"

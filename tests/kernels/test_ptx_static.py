@@ -1,0 +1,203 @@
+"""Static checks of the NN SGEMM kernels' PTX and SASS, with no GPU (CI).
+
+The PTX of each shipped NN module is compiled for sm_90 (and the main one,
+``sgemm_nn_128x128x16``, for sm_80 too) with ``compile_ptx`` in subprocesses (the test
+session may run under the CUDA simulator, which cannot compile), and checked for what the
+docs claim:
+
+* no local-memory traffic (``ld.local``/``st.local``): accumulators and fragments stay in
+  registers;
+* no tensor-core or TF32 instruction (``mma``, ``wmma``, ``wgmma``, ``.tf32``) and no
+  flush-to-zero: the product is strict FP32 FMA;
+* the vector memory operations: ``ld.global.v4.f32`` (B's slices, C when beta != 0),
+  ``st.global.v4.f32`` (C), ``ld.shared.v4.f32`` (fragments), ``cp.async.cg.shared.global``
+  16-byte copies (A's slices, with zero fill) and the k loop unrolled (enough FMAs and
+  fragment loads for three copies of the K step: full steps, the one before a partial
+  slice, the last).
+
+When a ``ptxas`` that reads this PTX is installed (the nvidia-cuda-nvcc wheel has one), the
+sm_90 SASS is checked too: no spills, registers within the launch bound's cap, LDS.128 /
+LDG.128 / LDGSTS present, no LDL/STL, and an FFMA share of at least 85% in the K loop.
+The memory intrinsics are checked on a small probe kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+MODULES = ("sgemm_nn_128x128x16", "sgemm_nn_128x64x16")
+CCS = ((9, 0), (8, 0))
+#: What each cc compiles: both modules for sm_90 (the tuned target), the main one for sm_80
+#: (each compile costs ~20 s of Numba front end, so CI compiles no more than this).
+TARGETS = {(9, 0): MODULES, (8, 0): MODULES[:1]}
+REPO = str(Path(__file__).resolve().parents[2])
+
+_PTX_SCRIPT = r"""
+import importlib, json, sys
+from numba import cuda
+from sgblas.kernels.abi import GEMM_SIGNATURE
+out_dir, cc = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("."))
+out = {}
+for name in sys.argv[3:]:
+    mod = importlib.import_module(f"sgblas.kernels.{name}")
+    cfg = mod.CONFIG
+    ptx, _ = cuda.compile_ptx(mod.kernel("N", "N").py_func, GEMM_SIGNATURE, cc=cc,
+                              launch_bounds=(cfg.THREADS, cfg.min_blocks))
+    path = f"{out_dir}/{name}_sm{cc[0]}{cc[1]}.ptx"
+    open(path, "w").write(ptx)
+    out[name] = {"ptx": path, "BK": cfg.BK, "threads": cfg.THREADS, "min_blocks": cfg.min_blocks}
+print(json.dumps(out))
+"""
+
+_PROBE_SCRIPT = r"""
+import sys
+import numpy as np
+from numba import cuda, uint32, float32
+from sgblas.kernels import memory as mem
+from sgblas.kernels.abi import GEMM_SIGNATURE
+wait1 = mem.cp_async_wait_group(1)
+def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+    s = cuda.shared.array(256, float32, alignment=16)
+    t = uint32(cuda.threadIdx.x) * uint32(4)
+    a0, a1, a2, a3 = mem.ldg4(A, t)
+    mem.sts4(s, t, a0, a1, a2, a3)
+    mem.cp_async16(s, t + uint32(128), B, np.int64(t), uint32(8))
+    mem.cp_async4(s, t + uint32(64), B, np.int64(t), uint32(4))
+    mem.cp_async_commit()
+    wait1()
+    mem.cp_async_wait_all()
+    cuda.syncthreads()
+    mem.sts1(s, t, mem.ldg1(B, t))
+    b0, b1, b2, b3 = mem.lds4(s, t ^ uint32(4))
+    mem.stg4(C, t, b0 * alpha, b1, b2, b3)
+ptx, _ = cuda.compile_ptx(probe, GEMM_SIGNATURE, cc=(8, 0))
+print(ptx)
+"""
+
+
+def _env() -> dict:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.fixture(scope="module")
+def ptx_by_cc(tmp_path_factory) -> dict:
+    """{(module, cc): (ptx text, info)}; one subprocess per cc, run side by side."""
+    out_dir = tmp_path_factory.mktemp("nn_ptx")
+    procs = {cc: subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, str(out_dir),
+                                   f"{cc[0]}.{cc[1]}", *TARGETS[cc]], env=_env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for cc in CCS}
+    result = {}
+    for cc, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=1200)
+        assert proc.returncode == 0, f"compile_ptx for sm_{cc[0]}{cc[1]} failed:\n{stderr[-4000:]}"
+        for name, info in json.loads(stdout.strip().splitlines()[-1]).items():
+            result[(name, cc)] = (Path(info["ptx"]).read_text(), info)
+    return result
+
+
+@pytest.mark.parametrize("name,cc", [(name, cc) for cc in CCS for name in TARGETS[cc]],
+                         ids=lambda x: x if isinstance(x, str) else f"sm_{x[0]}{x[1]}")
+def test_ptx_is_strict_fp32_simt_with_vector_memory(ptx_by_cc, name, cc):
+    ptx, info = ptx_by_cc[(name, cc)]
+    label = f"{name} sm_{cc[0]}{cc[1]}"
+    assert f".target sm_{cc[0]}{cc[1]}" in ptx, label
+    # Local memory would mean the accumulators or fragments left the registers.
+    assert "ld.local" not in ptx and "st.local" not in ptx, label
+    # No tensor cores and no TF32 anywhere: the product is plain FP32 FMA.
+    assert not re.search(r"\bw?mma\b|\bwgmma|\.tf32", ptx), label
+    assert ".ftz" not in ptx, label  # denormals survive (no fastmath)
+    # The vector memory operations the design rests on.
+    for op in ("ld.global.v4.f32", "st.global.v4.f32", "ld.shared.v4.f32",
+               "cp.async.cg.shared.global", "cp.async.wait_all", "st.shared.f32"):
+        assert op in ptx, (label, op)
+    # Three copies of the K step (full, before a partial slice, last), each BK k steps of
+    # 64 FMAs and 4 fragment loads: the unrolling NVVM alone would not do.
+    bk = info["BK"]
+    assert len(re.findall(r"\bfma\.rn\.f32", ptx)) >= 3 * bk * 64, label
+    assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) >= 3 * bk * 4, label
+
+
+def test_memory_intrinsics_emit_their_instructions():
+    proc = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ptx = proc.stdout
+    for op in ("ld.global.v4.f32", "st.shared.v4.f32", "ld.shared.v4.f32", "st.global.v4.f32",
+               "cp.async.cg.shared.global [%r", "], 16, %r", "cp.async.ca.shared.global [%r",
+               "], 4, %r", "cp.async.commit_group;", "cp.async.wait_group 1;",
+               "cp.async.wait_all;", "ld.global.f32", "st.shared.f32"):
+        assert op in ptx, op
+    assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+def _find_ptxas() -> str | None:
+    """A ptxas new enough for NVVM's PTX: the CUDA wheel's first, then PATH's."""
+    try:
+        import nvidia  # namespace package of NVIDIA's CUDA wheels
+
+        for base in nvidia.__path__:
+            for candidate in sorted(Path(base).glob("*/bin/ptxas")):
+                return str(candidate)
+    except ImportError:
+        pass
+    return shutil.which("ptxas")
+
+
+def _sass_counts(sass: str) -> tuple[Counter, Counter]:
+    """(whole-kernel opcode counts, counts in the loop with the most FFMAs: the K loop)."""
+    ins = []
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            ins.append((int(m.group(1), 16), re.sub(r"^@!?U?P\w+\s+", "", m.group(2).strip())))
+    whole = Counter(t.split()[0] for _, t in ins)
+    best: Counter = Counter()
+    for addr, txt in ins:
+        m = re.search(r"BRA (?:0x([0-9a-f]+))", txt)
+        if m and int(m.group(1), 16) < addr:
+            start = int(m.group(1), 16)
+            body = Counter(t.split()[0].split(".")[0] for a, t in ins if start <= a <= addr)
+            if body["FFMA"] > best["FFMA"]:
+                best = body
+    return whole, best
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_sm90_sass_no_spills_and_ffma_bound_loop(ptx_by_cc, name, tmp_path):
+    ptxas = _find_ptxas()
+    cuobjdump = ptxas and str(Path(ptxas).with_name("cuobjdump"))
+    if ptxas is None:
+        pytest.skip("no ptxas installed (the nvidia-cuda-nvcc wheel provides one)")
+    ptx, info = ptx_by_cc[(name, (9, 0))]
+    src, cubin = tmp_path / f"{name}.ptx", tmp_path / f"{name}.cubin"
+    src.write_text(ptx)
+    proc = subprocess.run([ptxas, "-arch=sm_90", "-v", str(src), "-o", str(cubin)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"{ptxas} cannot assemble this PTX: {proc.stderr.strip()[:300]}")
+    report = proc.stderr
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
+    regs = int(re.search(r"Used (\d+) registers", report).group(1))
+    assert regs <= 65536 // (info["threads"] * info["min_blocks"]), (name, regs)
+    if not (cuobjdump and Path(cuobjdump).exists()):
+        pytest.skip("no cuobjdump beside ptxas")
+    sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
+                          check=True).stdout
+    whole, loop = _sass_counts(sass)
+    assert whole["LDS.128"] > 0 and whole["LDG.E.128"] > 0 and whole["STG.E.128"] > 0, whole
+    assert any(op.startswith("LDGSTS") for op in whole), whole
+    assert not any(op.startswith(("LDL", "STL")) for op in whole), whole
+    assert loop["FFMA"] == 64 * info["BK"], loop  # one K step per loop trip, fully unrolled
+    assert loop["FFMA"] / sum(loop.values()) >= 0.85, loop

@@ -1,0 +1,277 @@
+"""Every kernel variant sgblas can launch, through the public API, for NVIDIA Compute Sanitizer.
+
+Run it under each tool (docs/reliability.md has the exact commands)::
+
+    compute-sanitizer --tool memcheck  --error-exitcode 99 python tests/sanitizer_cases.py
+    compute-sanitizer --tool racecheck --error-exitcode 99 python tests/sanitizer_cases.py
+    compute-sanitizer --tool initcheck --error-exitcode 99 python tests/sanitizer_cases.py --uninitialised-c
+    compute-sanitizer --tool synccheck --error-exitcode 99 python tests/sanitizer_cases.py
+
+For every GEMM variant in the dispatch table (every module, every transpose pair it
+implements) the script finds shapes that the dispatcher really sends to that variant, using
+the dispatch table's own guards (``sgblas.dispatch.table.select``), and then runs them through
+:func:`sgblas.sgemm`, confirming with :func:`sgblas.explain` that the variant ran:
+
+* ``tile``: m, n, k whole multiples of the variant's CTA tile (k four K slices);
+* ``tail``: m, n, k each past a multiple of the tile (partial tiles everywhere, k several slices);
+* ``short_k``: k below one K slice, with m and n tails;
+
+each with beta = 0 (C poisoned with NaN, or left uninitialised with ``--uninitialised-c`` so
+that initcheck proves C is never read) and beta = 0.75; plus the C = beta * C kernel for
+k == 0 and for alpha == 0, at a tile-multiple and a tail shape. Every buffer is allocated at
+exactly the size the matrix needs (``(cols - 1) * ld + rows`` elements), so an access past
+the matrix is an access past the allocation, which memcheck reports. A and B padding rows hold
+NaN and C's a fixed bit pattern, so reading or writing them shows in the results.
+
+Each case is compared with a float64 reference (:mod:`sgblas.reference`). Exit status: 0 when
+every case is right and every variant was reached; 1 when a result is wrong or a call fails;
+2 when some variant could not be reached with the candidate shapes (nothing wrong was seen,
+but the run did not cover it). Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) it runs
+the same cases, slowly; ``--kinds``/``--variant``/``--betas`` select a subset.
+
+This file is a script, not collected by pytest (its name does not start with ``test_``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from types import ModuleType
+from typing import Iterable, NamedTuple
+
+import numpy as np
+
+KINDS = ("tile", "tail", "short_k")
+#: (tile multiples along m, along n), smallest first; the search stops at the first accepted.
+LADDER = ((1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4), (8, 8), (16, 8), (16, 16))
+LD_MODES = ("aligned", "odd", "minimal")
+C_PAD_BITS = np.uint32(0x7FC0DEAD)  # a quiet NaN with a recognisable payload
+FAKE_PTR = 1 << 20  # 16-byte aligned pointer stand-ins for the shape search
+
+
+class Shape(NamedTuple):
+    kind: str
+    m: int
+    n: int
+    k: int
+    ld_mode: str
+
+
+class Outcome(NamedTuple):
+    ok: bool
+    line: str
+
+
+def tile_of(module: ModuleType) -> tuple[int, int, int]:
+    """(BM, BN, BK) of a kernel module: module constants, or its ``CONFIG``'s fields."""
+    for source in (module, getattr(module, "CONFIG", None)):
+        if source is not None and all(hasattr(source, f) for f in ("BM", "BN", "BK")):
+            return int(source.BM), int(source.BN), int(source.BK)
+    return 128, 128, 16
+
+
+def leading_dimension(rows: int, mode: str) -> int:
+    """``aligned``: a multiple of 4 above rows (padding present); ``odd``: an odd number above
+    rows (16-byte vector guards refuse it); ``minimal``: rows itself."""
+    if mode == "aligned":
+        return -(-(rows + 1) // 4) * 4
+    if mode == "odd":
+        return rows + 1 if (rows + 1) % 2 else rows + 2
+    return max(1, rows)
+
+
+def _stored(trans: str, rows: int, cols: int) -> tuple[int, int]:
+    return (rows, cols) if trans == "N" else (cols, rows)
+
+
+def candidate_shapes(module: ModuleType, kind: str) -> Iterable[tuple[int, int, int]]:
+    bm, bn, bk = tile_of(module)
+    for a, b in LADDER:
+        if kind == "tile":
+            yield bm * a, bn * b, 4 * bk
+        elif kind == "tail":
+            yield bm * a + 5, bn * b + 3, 4 * bk + 3
+        else:
+            yield bm * a + 3, bn * b + 1, max(1, bk // 2 - 1)
+
+
+def find_shape(handle, module: ModuleType, pair: tuple[str, str], kind: str) -> Shape | None:
+    """The smallest candidate that the dispatch table sends to ``module`` for ``pair``."""
+    from sgblas.dispatch.problem import GemmProblem
+    from sgblas.dispatch.table import select
+
+    ta, tb = pair
+    for m, n, k in candidate_shapes(module, kind):
+        for mode in LD_MODES:
+            lda = leading_dimension(_stored(ta, m, k)[0], mode)
+            ldb = leading_dimension(_stored(tb, k, n)[0], mode)
+            ldc = leading_dimension(m, mode)
+            problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
+                                  FAKE_PTR, lda, 2 * FAKE_PTR, ldb, 3 * FAKE_PTR, ldc)
+            if select(problem).module is module:
+                return Shape(kind, m, n, k, mode)
+    return None
+
+
+def _buffer(rng, rows: int, cols: int, ld: int, pad_value: float | None, pad_bits=None) -> np.ndarray:
+    """Exactly ``(cols - 1) * ld + rows`` elements: the matrix, with padding between columns."""
+    if rows == 0 or cols == 0:  # k == 0: the operand is never read; one NaN stands in
+        return np.full(1, np.nan, np.float32)
+    size = (cols - 1) * ld + rows
+    buf = np.empty(size, np.float32)
+    if pad_bits is not None:
+        buf.view(np.uint32)[:] = pad_bits
+    else:
+        buf[:] = pad_value
+    view = np.lib.stride_tricks.as_strided(buf, shape=(rows, cols), strides=(4, 4 * ld))
+    view[...] = rng.standard_normal((rows, cols), dtype=np.float32)
+    return buf
+
+
+def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: Shape, alpha: float,
+                  beta: float, seed: int, uninitialised_c: bool) -> Outcome:
+    """One call through sgemm, checked against the float64 reference."""
+    from numba import cuda
+
+    import sgblas
+    from sgblas.reference import as_matrix, compare, reference_gemm
+
+    rng = np.random.default_rng(seed)
+    m, n, k = shape.m, shape.n, shape.k
+    a_rows, a_cols = _stored(ta, m, k)
+    b_rows, b_cols = _stored(tb, k, n)
+    lda = leading_dimension(a_rows, shape.ld_mode)
+    ldb = leading_dimension(b_rows, shape.ld_mode)
+    ldc = leading_dimension(m, shape.ld_mode)
+    A = _buffer(rng, a_rows, a_cols, lda, np.nan)
+    B = _buffer(rng, b_rows, b_cols, ldb, np.nan)
+    C = _buffer(rng, m, n, ldc, None, C_PAD_BITS)
+    blank_c = uninitialised_c and beta == 0.0 and alpha != 0.0 and k > 0
+    if beta == 0.0:
+        for j in range(n):
+            C[j * ldc: j * ldc + m] = np.nan  # must not be read
+    dA, dB = cuda.to_device(A), cuda.to_device(B)  # (k == 0: one-element stand-ins)
+    dC = cuda.device_array(C.size, np.float32) if blank_c else cuda.to_device(C)
+    label = (f"{ta}{tb} {shape.kind:<7} m={m} n={n} k={k} lda={lda} ldb={ldb} ldc={ldc} "
+             f"alpha={alpha} beta={beta}")
+    explanation = sgblas.explain(handle, ta, tb, m, n, k, dA, lda, dB, ldb, dC, ldc)
+    ran = explanation.kernel
+    if alpha == 0.0 or k == 0:
+        from sgblas.kernels import scale
+
+        ran = scale.NAME
+    if expected_kernel is not None and ran != expected_kernel:
+        return Outcome(False, f"FAIL {label}: explain says {ran}, not {expected_kernel}")
+    t0 = time.perf_counter()
+    status = sgblas.sgemm(handle, ta, tb, m, n, k, alpha, dA, lda, dB, ldb, beta, dC, ldc)
+    if status != sgblas.Status.SUCCESS:
+        return Outcome(False, f"FAIL {label}: status {status.name}: {sgblas.last_error_message()}")
+    if blank_c:  # read only what the kernel wrote: the m x n elements, column by column
+        got = np.empty(C.size, np.float32)
+        for j in range(n):
+            got[j * ldc: j * ldc + m] = dC[j * ldc: j * ldc + m].copy_to_host()
+    else:
+        got = dC.copy_to_host()
+    seconds = time.perf_counter() - t0
+    ref, scale_ = reference_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+    ok, ratio, where = compare(as_matrix(got, m, n, ldc), ref, scale_, k)
+    if not ok:
+        return Outcome(False, f"FAIL {label} [{ran}]: error {ratio:.3g}x tolerance at {where}")
+    if not blank_c:
+        inside = np.zeros(C.size, bool)
+        np.lib.stride_tricks.as_strided(inside, shape=(m, n), strides=(1, ldc))[...] = True
+        touched = (got.view(np.uint32) != C.view(np.uint32)) & ~inside
+        if touched.any():
+            first = int(np.flatnonzero(touched)[0])
+            return Outcome(False, f"FAIL {label} [{ran}]: {int(touched.sum())} padding elements of C "
+                                  f"written, first at row {first % ldc} of column {first // ldc}")
+    return Outcome(True, f"ok   {label} [{ran}] worst {ratio:.3f} of tolerance, {seconds:.3f} s")
+
+
+def gemm_variants() -> list[tuple[str, ModuleType, tuple[str, str]]]:
+    from sgblas.dispatch.compiled import variants
+
+    return [(name, module, pair) for name, module, pair in variants() if pair is not None]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
+    parser.add_argument("--betas", default="0,0.75", help="comma-separated beta values (default 0,0.75)")
+    parser.add_argument("--variant", default="", help="only variants whose name contains this")
+    parser.add_argument("--no-scale", action="store_true", help="skip the C = beta * C kernel cases")
+    parser.add_argument("--uninitialised-c", action="store_true",
+                        help="with beta == 0, leave C uninitialised (for initcheck: proves C is not read)")
+    parser.add_argument("--list", action="store_true", help="print the chosen shapes and exit")
+    args = parser.parse_args(argv)
+    kinds = [k for k in args.kinds.split(",") if k]
+    betas = [float(b) for b in args.betas.split(",") if b]
+    if not set(kinds) <= set(KINDS):
+        parser.error(f"--kinds must be a subset of {KINDS}")
+
+    import sgblas
+    from sgblas.device import SIMULATOR
+    from sgblas.dispatch.table import variant_name
+
+    handle = sgblas.Handle()
+    print(f"sgblas {sgblas.__version__}, device {handle.device} cc {handle.cc}"
+          f"{' (CUDA simulator)' if SIMULATOR else ''}", flush=True)
+    failures = 0
+    unreached: list[str] = []
+    cases = 0
+    seed = 0
+    for name, module, pair in gemm_variants():
+        if args.variant not in name:
+            continue
+        for kind in kinds:
+            shape = find_shape(handle, module, pair, kind)
+            if shape is None:
+                unreached.append(f"{name} ({kind})")
+                print(f"MISS {name}: no candidate {kind} shape is dispatched to it", flush=True)
+                continue
+            expected = variant_name(module, *pair)
+            if args.list:
+                print(f"{name:<36} {shape}")
+                continue
+            for beta in betas:
+                seed += 1
+                out = run_gemm_case(handle, expected, *pair, shape, -1.25, beta, seed, args.uninitialised_c)
+                cases += 1
+                failures += not out.ok
+                print(f"{name:<36} {out.line}", flush=True)
+
+    from sgblas.kernels import scale
+
+    if not args.no_scale and not args.list and args.variant in scale.NAME:
+        bm, bn = scale.BLOCK_M, scale.BLOCK_N
+        for kind, (m, n) in (("tile", (4 * bm, 4 * bn)), ("tail", (4 * bm + 5, 3 * bn + 3))):
+            if kind not in kinds:
+                continue
+            for beta in betas:
+                for k, alpha in ((0, -1.25), (7, 0.0)):  # k == 0, then alpha == 0
+                    seed += 1
+                    shape = Shape(kind, m, n, k, "aligned")
+                    out = run_gemm_case(handle, scale.NAME, "N", "T", shape, alpha, beta, seed,
+                                        args.uninitialised_c)
+                    cases += 1
+                    failures += not out.ok
+                    print(f"{scale.NAME:<36} {out.line}", flush=True)
+
+    if args.list:
+        return 2 if unreached else 0
+    print(f"{cases} cases, {failures} failed, {len(unreached)} variant/shape kinds not reached"
+          + (f": {', '.join(unreached)}" if unreached else ""), flush=True)
+    if failures:
+        return 1
+    return 2 if unreached else 0
+
+
+if __name__ == "__main__":
+    import importlib.util
+
+    if importlib.util.find_spec("sgblas") is None:  # a checkout, not installed: use its root
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Device errors become statuses: a failed launch is EXECUTION_FAILED, never an escaping exception,
+C is left alone, and the next call works; no device at all is NOT_INITIALIZED.
+
+CPU: the launchers are replaced by ones that raise. GPU: the driver itself rejects a launch
+(a grid or block beyond the hardware's limits, set through the kernel module's own ``grid`` or
+the loaded kernel's ``block``): a real, non-sticky driver error, so the process stays healthy,
+which the tests then check. (An invalid or destroyed stream handle would be the other obvious
+way, but the driver may dereference a bad handle and crash the process, so it is not used.)
+
+Also here: the compute-sanitizer script (``tests/sanitizer_cases.py``) run on one case under
+the simulator, and made to fail, so it is known to work before it is run on a GPU.
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import sgblas
+import sgblas.api as api_module
+from sgblas import SgblasError, Status
+from sgblas.dispatch.table import Selection
+
+from helpers import Case
+
+SEED = 9090
+
+
+@pytest.fixture(scope="module")
+def handle():
+    with sgblas.Handle() as h:
+        yield h
+
+
+class _DriverError(Exception):
+    """Stands in for cuda.core's CUDAError."""
+
+
+def _raiser(exc):
+    def launch(*args, **kwargs):
+        raise exc
+    return launch
+
+
+def _assert_healthy(handle, seed):
+    """A valid call after the failure succeeds with the right result."""
+    case = Case(seed, "N", "T", 7, 5, 3, pad=1)
+    assert sgblas.sgemm(handle, *case.args(1.5, 0.5)) == Status.SUCCESS, sgblas.last_error_message()
+    case.check(1.5, 0.5)
+
+
+# --------------------------------------------------------------------------------------------
+# launch failures (CPU: raising launchers)
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("exc", [
+    _DriverError("CUDA_ERROR_INVALID_VALUE: invalid argument"),
+    RuntimeError("cuCtxPushCurrent failed"),
+    MemoryError("out of host memory"),
+    ValueError("odd value"),
+    KeyError(("sgemm_x", ("N", "N"))),
+])
+def test_gemm_launch_failure_is_execution_failed(handle, monkeypatch, exc):
+    case = Case(SEED, "N", "N", 6, 5, 4, pad=2)
+    monkeypatch.setattr(api_module, "launch_gemm", _raiser(exc))
+    status = sgblas.sgemm(handle, *case.args(1.0, 1.0))
+    assert status == Status.EXECUTION_FAILED
+    message = sgblas.last_error_message()
+    assert message.startswith("the kernel launch failed") and type(exc).__name__ in message, message
+    np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
+
+
+def test_next_call_after_a_launch_failure_succeeds(handle, monkeypatch):
+    case = Case(SEED + 5, "T", "T", 5, 6, 2)
+    monkeypatch.setattr(api_module, "launch_gemm", _raiser(_DriverError("CUDA_ERROR_INVALID_VALUE")))
+    assert sgblas.sgemm(handle, *case.args(1.0, 0.0)) == Status.EXECUTION_FAILED
+    monkeypatch.undo()
+    _assert_healthy(handle, SEED + 1)
+
+
+@pytest.mark.parametrize("k, alpha", [(0, 1.0), (3, 0.0)])
+def test_scale_launch_failure_is_execution_failed(handle, monkeypatch, k, alpha):
+    case = Case(SEED + 2, "T", "N", 5, 4, 3)
+    monkeypatch.setattr(api_module, "launch_scale", _raiser(_DriverError("launch out of resources")))
+    args = list(case.args(alpha, 2.0))
+    args[4] = k
+    assert sgblas.sgemm(handle, *args) == Status.EXECUTION_FAILED
+    assert "launch out of resources" in sgblas.last_error_message()
+    np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
+
+
+def test_gemm_raises_sgblas_error_with_execution_failed(handle, monkeypatch):
+    a = cuda.to_device(np.ones((3, 2), np.float32))
+    b = cuda.to_device(np.ones((2, 4), np.float32))
+    monkeypatch.setattr(api_module, "launch_gemm", _raiser(_DriverError("CUDA_ERROR_LAUNCH_FAILED")))
+    with pytest.raises(SgblasError) as info:
+        sgblas.gemm(a, b, handle=handle)
+    assert info.value.status == Status.EXECUTION_FAILED
+    assert not isinstance(info.value, ValueError)
+    assert "CUDA_ERROR_LAUNCH_FAILED" in str(info.value)
+
+
+def test_keyboard_interrupt_is_not_swallowed(handle, monkeypatch):
+    """Only errors become statuses: an interrupt during the launch still interrupts."""
+    case = Case(SEED + 3, "N", "N", 3, 3, 3)
+    monkeypatch.setattr(api_module, "launch_gemm", _raiser(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        sgblas.sgemm(handle, *case.args(1.0, 0.0))
+
+
+def test_no_kernel_accepting_is_internal_error(handle, monkeypatch):
+    """docs/api.md: INTERNAL_ERROR when no kernel accepts a validated problem.
+
+    ``select`` then returns ``Selection(None, refusals)``, which ``sgblas.api.execute`` must
+    report as INTERNAL_ERROR, not as an AttributeError turned EXECUTION_FAILED.
+    """
+    case = Case(SEED + 4, "N", "N", 4, 4, 4)
+    monkeypatch.setattr(api_module, "select_cached",
+                        lambda problem: Selection(None, (("sgemm_general", "refused for the test"),)))
+    status = sgblas.sgemm(handle, *case.args(1.0, 0.0))
+    assert status == Status.INTERNAL_ERROR, (Status(status).name, sgblas.last_error_message())
+    np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
+
+
+# --------------------------------------------------------------------------------------------
+# no device
+# --------------------------------------------------------------------------------------------
+
+def test_no_device_gemm_raises_not_initialized(monkeypatch):
+    import sgblas.gemm_arrays
+    import sgblas.handle
+
+    monkeypatch.setattr(sgblas.handle, "device_count", lambda: 0)
+    monkeypatch.setattr(sgblas.gemm_arrays, "_default_handles", {})  # no cached default handle
+    a = cuda.to_device(np.ones((2, 2), np.float32))
+    with pytest.raises(SgblasError) as info:
+        sgblas.gemm(a, a)
+    assert info.value.status == Status.NOT_INITIALIZED
+    assert "no CUDA device" in str(info.value)
+
+
+def test_no_device_explicit_device_raises_not_initialized(monkeypatch):
+    import sgblas.handle
+
+    monkeypatch.setattr(sgblas.handle, "device_count", lambda: 0)
+    with pytest.raises(SgblasError) as info:
+        sgblas.Handle(device=0)
+    assert info.value.status == Status.NOT_INITIALIZED and not isinstance(info.value, ValueError)
+
+
+def test_device_count_survives_a_broken_driver(monkeypatch):
+    """A driver that raises while being probed counts as no device, not as a crash."""
+    from sgblas import device
+
+    if device.SIMULATOR:
+        pytest.skip("the simulator always reports one device")
+    device.device_count.cache_clear()
+    try:
+        with mock.patch("numba.cuda.is_available", side_effect=RuntimeError("driver exploded")):
+            assert device.device_count() == 0
+    finally:
+        device.device_count.cache_clear()
+        assert device.device_count() >= 1
+
+
+# --------------------------------------------------------------------------------------------
+# GPU: a real driver error
+# --------------------------------------------------------------------------------------------
+
+def _selected_module(handle, case):
+    from sgblas.api import validate
+    from sgblas.dispatch.table import select
+
+    plan = validate(handle, *case.args(1.0, 0.5))
+    return select(plan.problem).module
+
+
+@pytest.mark.gpu
+def test_driver_rejects_grid_is_execution_failed_gpu(handle, monkeypatch, record_property):
+    case = Case(SEED + 10, "N", "N", 256, 192, 64, pad=4)
+    module = _selected_module(handle, case)
+    monkeypatch.setattr(module, "grid", lambda m, n: (1, 70_000, 1))  # gridDim.y limit is 65535
+    status = sgblas.sgemm(handle, *case.args(1.0, 0.5))
+    message = sgblas.last_error_message()
+    record_property("driver_message", message)
+    print(f"{module.NAME}: {Status(status).name}: {message}")
+    assert status == Status.EXECUTION_FAILED, message
+    cuda.synchronize()
+    np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
+    monkeypatch.undo()
+    assert sgblas.sgemm(handle, *case.args(1.0, 0.5)) == Status.SUCCESS
+    case.check(1.0, 0.5)
+    cuda.synchronize()  # the context is not in an error state
+    _assert_healthy(handle, SEED + 11)
+
+
+@pytest.mark.gpu
+def test_driver_rejects_block_is_execution_failed_gpu(handle, monkeypatch, record_property):
+    case = Case(SEED + 12, "T", "N", 100, 90, 80)
+    module = _selected_module(handle, case)
+    key = (module.NAME, ("T", "N"))
+    loaded = handle._kernels[key]
+    monkeypatch.setitem(handle._kernels, key, loaded._replace(block=(2048, 1, 1)))  # above 1024
+    status = sgblas.sgemm(handle, *case.args(1.0, 0.5))
+    message = sgblas.last_error_message()
+    record_property("driver_message", message)
+    print(f"{loaded.name}: {Status(status).name}: {message}")
+    assert status == Status.EXECUTION_FAILED, message
+    cuda.synchronize()
+    np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
+    monkeypatch.undo()
+    _assert_healthy(handle, SEED + 13)
+
+
+@pytest.mark.gpu
+def test_driver_rejects_scale_grid_is_execution_failed_gpu(handle, monkeypatch):
+    from sgblas.kernels import scale
+
+    case = Case(SEED + 14, "N", "N", 64, 40, 5)
+    monkeypatch.setattr(scale, "grid", lambda m, n: (1, 1, 70_000))  # gridDim.z limit is 65535
+    args = list(case.args(1.0, 3.0))
+    args[4] = 0
+    assert sgblas.sgemm(handle, *args) == Status.EXECUTION_FAILED
+    cuda.synchronize()
+    np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
+    monkeypatch.undo()
+    assert sgblas.sgemm(handle, *args) == Status.SUCCESS
+    np.testing.assert_array_equal(case.dC.copy_to_host(), np.float32(3.0) * case.C)
+
+
+# --------------------------------------------------------------------------------------------
+# the compute-sanitizer script, checked on the simulator (and on a GPU, unsanitised)
+# --------------------------------------------------------------------------------------------
+
+def test_sanitizer_script_runs_a_case_and_passes(capsys):
+    import sanitizer_cases
+
+    assert sanitizer_cases.main(["--variant", "_tn", "--kinds", "short_k", "--betas", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "1 cases, 0 failed" in out and "ok   TN short_k" in out
+
+
+def test_sanitizer_script_fails_on_a_wrong_result(monkeypatch, capsys):
+    import sanitizer_cases
+
+    monkeypatch.setattr(api_module, "launch_gemm", lambda *args: None)  # C left as it was: wrong
+    assert sanitizer_cases.main(["--variant", "_nt", "--kinds", "tile", "--betas", "0.5"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_sanitizer_script_reports_unreached_variants(monkeypatch, capsys):
+    import sanitizer_cases
+
+    monkeypatch.setattr(sanitizer_cases, "LADDER", ())  # no candidate shape at all
+    assert sanitizer_cases.main(["--variant", "_tt", "--no-scale"]) == 2
+    assert "MISS" in capsys.readouterr().out
+
+
+def test_sanitizer_script_scale_cases(monkeypatch, capsys):
+    import sanitizer_cases
+
+    assert sanitizer_cases.main(["--variant", "scale", "--kinds", "tile", "--betas", "0"]) == 0
+    assert "2 cases, 0 failed" in capsys.readouterr().out

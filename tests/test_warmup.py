@@ -1,0 +1,78 @@
+"""Ahead-of-time warm-up: no call compiles, and the warm-up command is idempotent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sgblas.warmup import _parse_ccs, main
+
+
+def test_parse_ccs():
+    assert _parse_ccs("80,89, 90") == [(8, 0), (8, 9), (9, 0)]
+    with pytest.raises(Exception, match="'9'"):
+        _parse_ccs("9")
+
+
+def test_simulator_has_nothing_to_warm(capsys):
+    import sgblas.device
+
+    if not sgblas.device.SIMULATOR:
+        pytest.skip("only meaningful under the simulator")
+    assert main([]) == 0
+    assert "nothing to warm up" in capsys.readouterr().out
+
+
+def _run(code: str, env_extra=None, timeout=900):
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.mark.gpu
+def test_warmup_command_is_idempotent_and_fast_the_second_time():
+    first = subprocess.run([sys.executable, "-m", "sgblas.warmup"], capture_output=True, text=True, timeout=1800)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = subprocess.run([sys.executable, "-m", "sgblas.warmup"], capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "0 compiled now" in second.stdout, second.stdout
+    seconds = float(second.stdout.rsplit("done in", 1)[1].split()[0])
+    assert seconds < 2.0, second.stdout
+
+
+@pytest.mark.gpu
+def test_fresh_process_first_calls_compile_nothing():
+    subprocess.run([sys.executable, "-m", "sgblas.warmup"], capture_output=True, timeout=1800, check=True)
+    result = _run("""
+        import numpy as np
+        import sgblas
+        from numba import cuda
+        from numba.cuda.core import event
+        from sgblas.dispatch.compiled import load_reports
+        from sgblas.device import current_device
+
+        sources = {r.source for r in load_reports(current_device())}
+        passes = event.install_recorder("numba-cuda:run_pass")
+        locks = event.install_recorder("numba-cuda:compiler_lock")
+        with passes as p, locks as l:
+            h = sgblas.Handle()
+            for ta in "NT":
+                for tb in "NT":
+                    for m, n, k in ((64, 64, 64), (1000, 999, 77), (256, 256, 0)):
+                        a = cuda.to_device(np.ones(max(1, m * max(k, 1)), np.float32))
+                        b = cuda.to_device(np.ones(max(1, max(k, 1) * n), np.float32))
+                        c = cuda.to_device(np.zeros(m * n, np.float32))
+                        lda = m if ta == "N" else max(k, 1)
+                        ldb = max(k, 1) if tb == "N" else n
+                        assert sgblas.sgemm(h, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, m) == 0
+            cuda.synchronize()
+        print("SOURCES", sorted(sources))
+        print("EVENTS", len(p.buffer), len(l.buffer))
+    """)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SOURCES ['cache']" in result.stdout, result.stdout
+    assert "EVENTS 0 0" in result.stdout, result.stdout
