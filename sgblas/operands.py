@@ -60,17 +60,25 @@ def read_operand(x: Any, name: str) -> Operand | str:
                 f"(it exports no __cuda_array_interface__)")
     try:
         typestr = cai["typestr"]
-        shape = tuple(int(s) for s in cai["shape"])
+        shape = cai["shape"]
         ptr, readonly = cai["data"]
         strides = cai.get("strides")
+        if type(shape) is not tuple or not all(type(s) is int for s in shape):
+            shape = tuple(int(s) for s in shape)
     except (KeyError, TypeError, ValueError):
         return f"{name} has a malformed __cuda_array_interface__"
     if typestr not in _FLOAT32_TYPESTRS:
         return f"{name} has dtype {typestr!r}; sgemm needs float32 ('<f4')"
     ptr = int(ptr or 0)
-    if any(s < 0 for s in shape):
+    if len(shape) == 2 and strides is None:  # the common case: a C-ordered matrix
+        rows, cols = shape
+        if rows < 0 or cols < 0:
+            return f"{name} has a negative shape {shape}"
+        extent = rows * cols
+        elem_strides = None
+    elif any(s < 0 for s in shape):
         return f"{name} has a negative shape {shape}"
-    if 0 in shape:
+    elif 0 in shape:
         extent = 0
         elem_strides = None
     elif strides is None:

@@ -91,9 +91,11 @@ def candidate_shapes(module: ModuleType, kind: str) -> Iterable[tuple[int, int, 
         if kind == "tile":
             yield bm * a, bn * b, 4 * bk
         elif kind == "tail":
-            yield bm * a + 5, bn * b + 3, 4 * bk + 3
+            # m a multiple of 4 but not of the tile: the NN kernels refuse other m (their
+            # 16-byte copies of A), and the general kernel is reached by the odd-ld modes
+            yield bm * a + 4, bn * b + 3, 4 * bk + 3
         else:
-            yield bm * a + 3, bn * b + 1, max(1, bk // 2 - 1)
+            yield bm * a + 4, bn * b + 1, max(1, bk // 2 - 1)
 
 
 def find_shape(handle, module: ModuleType, pair: tuple[str, str], kind: str) -> Shape | None:

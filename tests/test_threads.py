@@ -214,7 +214,7 @@ def _stream_key(launch_stream):
     """What identifies a launch stream: the simulated stream object, or the raw CUstream."""
     if SIMULATOR:
         return id(launch_stream)
-    return int(launch_stream.handle)
+    return int(launch_stream)
 
 
 # --------------------------------------------------------------------------------------------
