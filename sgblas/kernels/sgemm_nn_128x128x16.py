@@ -9,7 +9,8 @@ and the dispatch guard that says where it runs:
 * compute capability sm_80 or newer: A's K slices are copied with ``cp.async`` (B's through
   registers, since they are transposed on the way into shared memory). The same tile is the
   classic choice on sm_80/sm_86/sm_89 too, but it was tuned and measured on sm_90 only;
-* alignment class: A, B, C 16-byte aligned, lda/ldb/ldc multiples of 4;
+* alignment class: A, B, C 16-byte aligned, lda/ldb/ldc multiples of 4, and m a multiple of 4
+  (so A's last column ends on a whole 16-byte vector and no copy reaches past the buffer);
 * shape bucket: at least :data:`MIN_TILES` 128 x 128 tiles of C. With fewer, too few CTAs
   fill the H200's 132 SMs (two CTAs each) and :mod:`sgblas.kernels.sgemm_nn_128x64x16`, with
   twice the CTAs, is faster (1536^3, 144 tiles: 26.0 against 33.2 TFLOP/s; 2048^3, 256
@@ -24,44 +25,23 @@ Dispatch order: this module, then ``sgemm_nn_128x64x16``, then the general kerne
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from sgblas.dispatch.problem import GemmProblem
-from sgblas.kernels.sgemm_nn_simt import TileConfig, build_kernel, grid_for, nn_guard
+from sgblas.kernels.sgemm_nn_simt import NNKernel, TileConfig
 
 __all__ = ["NAME", "TRANSPOSE_PAIRS", "CONFIG", "BLOCK", "MIN_CC", "MIN_TILES",
            "kernel", "grid", "can_implement"]
 
 CONFIG = TileConfig(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8,
                     a_copy="cp16", b_copy="ldg", group_m=8, min_blocks=2)
-CONFIG.check()
 NAME = f"sgemm_nn_{CONFIG.name()}"
-TRANSPOSE_PAIRS: tuple[tuple[str, str], ...] = (("N", "N"),)
-BLOCK: tuple[int, int, int] = (CONFIG.THREADS, 1, 1)
 MIN_CC: tuple[int, int] = (8, 0)
 #: 128 x 128 tiles of C below which the 128 x 64 tile wins (2048^3 has 256, 1024^3 has 64).
 MIN_TILES: int = 192
 
 assert NAME == "sgemm_nn_128x128x16", "the module name must say the tile it holds"
 
-
-@lru_cache(maxsize=None)
-def _dispatcher():
-    return build_kernel(CONFIG, NAME)
-
-
-def kernel(transa: str = "N", transb: str = "N"):
-    """The (lazily compiled, one per process) ``cuda.jit`` dispatcher for the NN pair."""
-    if (transa, transb) not in TRANSPOSE_PAIRS:
-        raise ValueError(f"{NAME} implements only NN, not {transa}{transb}")
-    return _dispatcher()
-
-
-def grid(m: int, n: int) -> tuple[int, int, int]:
-    """One CTA per 128 x 128 tile of C (1-D; the kernel maps it to tiles in groups of 8 rows)."""
-    return grid_for(CONFIG, m, n)
-
-
-def can_implement(p: GemmProblem) -> str | None:
-    """None if this kernel runs ``p``, else the refusing condition (see the module docstring)."""
-    return nn_guard(p, CONFIG, NAME, min_cc=MIN_CC, min_tiles=MIN_TILES)
+_KERNEL = NNKernel(CONFIG, NAME, min_cc=MIN_CC, min_tiles=MIN_TILES)
+TRANSPOSE_PAIRS = _KERNEL.TRANSPOSE_PAIRS
+BLOCK = _KERNEL.block
+kernel = _KERNEL.kernel
+grid = _KERNEL.grid
+can_implement = _KERNEL.can_implement

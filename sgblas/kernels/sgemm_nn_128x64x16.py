@@ -7,49 +7,28 @@ too few 128 x 128 tiles to fill the GPU, twice as many CTAs (four resident per S
 SMs busy (1024^3 on the H200: 34.0 TFLOP/s against 21.3 for 128 x 128, docs/tuning.md).
 
 Guard: math mode FP32, transpose pair NN, compute capability sm_80 or newer (``cp.async``),
-A, B, C 16-byte aligned and lda/ldb/ldc multiples of 4, every dimension >= 1. It accepts
-every shape; dispatch tries :mod:`sgblas.kernels.sgemm_nn_128x128x16` first, so in practice
+A, B, C 16-byte aligned and lda/ldb/ldc multiples of 4, m a multiple of 4 (so A's last
+column ends on a whole 16-byte vector), every dimension >= 1. It accepts every size; dispatch tries :mod:`sgblas.kernels.sgemm_nn_128x128x16` first, so in practice
 it runs the problems that one refuses for their size.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from sgblas.dispatch.problem import GemmProblem
-from sgblas.kernels.sgemm_nn_simt import TileConfig, build_kernel, grid_for, nn_guard
+from sgblas.kernels.sgemm_nn_simt import NNKernel, TileConfig
 
 __all__ = ["NAME", "TRANSPOSE_PAIRS", "CONFIG", "BLOCK", "MIN_CC", "kernel", "grid",
            "can_implement"]
 
 CONFIG = TileConfig(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4,
                     a_copy="cp16", b_copy="ldg", group_m=8, min_blocks=4)
-CONFIG.check()
 NAME = f"sgemm_nn_{CONFIG.name()}"
-TRANSPOSE_PAIRS: tuple[tuple[str, str], ...] = (("N", "N"),)
-BLOCK: tuple[int, int, int] = (CONFIG.THREADS, 1, 1)
 MIN_CC: tuple[int, int] = (8, 0)
 
 assert NAME == "sgemm_nn_128x64x16", "the module name must say the tile it holds"
 
-
-@lru_cache(maxsize=None)
-def _dispatcher():
-    return build_kernel(CONFIG, NAME)
-
-
-def kernel(transa: str = "N", transb: str = "N"):
-    """The (lazily compiled, one per process) ``cuda.jit`` dispatcher for the NN pair."""
-    if (transa, transb) not in TRANSPOSE_PAIRS:
-        raise ValueError(f"{NAME} implements only NN, not {transa}{transb}")
-    return _dispatcher()
-
-
-def grid(m: int, n: int) -> tuple[int, int, int]:
-    """One CTA per 128 x 64 tile of C (1-D; the kernel maps it to tiles in groups of 8 rows)."""
-    return grid_for(CONFIG, m, n)
-
-
-def can_implement(p: GemmProblem) -> str | None:
-    """None if this kernel runs ``p``, else the refusing condition (see the module docstring)."""
-    return nn_guard(p, CONFIG, NAME, min_cc=MIN_CC, min_tiles=1)
+_KERNEL = NNKernel(CONFIG, NAME, min_cc=MIN_CC, min_tiles=1)
+TRANSPOSE_PAIRS = _KERNEL.TRANSPOSE_PAIRS
+BLOCK = _KERNEL.block
+kernel = _KERNEL.kernel
+grid = _KERNEL.grid
+can_implement = _KERNEL.can_implement

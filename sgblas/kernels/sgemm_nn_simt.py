@@ -54,7 +54,8 @@ from sgblas.enums import MathMode
 from sgblas.kernels import memory
 from sgblas.kernels.abi import SIMULATOR
 
-__all__ = ["TileConfig", "generate_source", "build_pyfunc", "build_kernel", "nn_guard", "grid_for"]
+__all__ = ["TileConfig", "generate_source", "build_pyfunc", "build_kernel", "nn_guard", "grid_for",
+           "NNKernel"]
 
 
 @dataclass(frozen=True)
@@ -463,3 +464,36 @@ def nn_guard(p: GemmProblem, cfg: TileConfig, name: str, *, min_cc: tuple[int, i
             return (f"m={p.m}, n={p.n} make {tiles} tiles of {cfg.BM}x{cfg.BN}, more than the "
                     f"{max_tiles} where {name} is the better tile")
     return None
+
+
+class NNKernel:
+    """The dispatch contract of one generated NN kernel: what a kernel module exposes.
+
+    A module binds ``kernel``, ``grid`` and ``can_implement`` from an instance, so every NN
+    tile shares one implementation of them; only the config and the guard's shape bucket differ.
+    """
+
+    TRANSPOSE_PAIRS: tuple[tuple[str, str], ...] = (("N", "N"),)
+
+    def __init__(self, cfg: TileConfig, name: str, *, min_cc: tuple[int, int], min_tiles: int) -> None:
+        cfg.check()
+        self.cfg, self.name, self.min_cc, self.min_tiles = cfg, name, min_cc, min_tiles
+        self.block: tuple[int, int, int] = (cfg.THREADS, 1, 1)
+        self._dispatcher = None
+
+    def kernel(self, transa: str = "N", transb: str = "N"):
+        """The (lazily built, one per process) ``cuda.jit`` dispatcher for the NN pair."""
+        if (transa, transb) not in self.TRANSPOSE_PAIRS:
+            raise ValueError(f"{self.name} implements only NN, not {transa}{transb}")
+        if self._dispatcher is None:
+            self._dispatcher = build_kernel(self.cfg, self.name)
+        return self._dispatcher
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        """One CTA per BM x BN tile of C (1-D; the kernel maps it to tiles in groups of rows)."""
+        return grid_for(self.cfg, m, n)
+
+    def can_implement(self, p: GemmProblem) -> str | None:
+        """None if this kernel runs ``p``, else the refusing condition (see :func:`nn_guard`)."""
+        return nn_guard(p, self.cfg, self.name, min_cc=self.min_cc, min_tiles=self.min_tiles)
+
