@@ -7,8 +7,9 @@ into ``libcuda`` through ctypes with preallocated buffers. Everything else (cont
 modules) still goes through Numba and ``cuda.core``. Thread safety: the output and parameter
 buffers are per thread.
 
-This binding also gave the right answer where ``cuda.bindings``' ``cuPointerGetAttributes``
-did not: on a two-GPU H200 machine it reported device 0 for memory allocated on device 1.
+On a two-GPU H200 machine, the earlier query through ``cuda.bindings``' ``cuPointerGetAttributes``
+gave device 0 for memory allocated on device 1 (the cause was not isolated); this one gives
+device 1 (tests/test_multigpu.py).
 """
 
 from __future__ import annotations
