@@ -82,7 +82,7 @@ def _count(value: Any, name: str) -> int | _Failure:
 
 def _leading_dimension(value: Any, name: str, rows: int, what: str) -> int | _Failure:
     ld = _count(value, name)
-    if isinstance(ld, _Failure):
+    if type(ld) is _Failure:
         return ld
     if ld < max(1, rows):
         return _fail(Status.INVALID_VALUE, f"{name}={ld} is below max(1, {what}) = {max(1, rows)}")
@@ -144,44 +144,46 @@ def validate(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alph
     tb = _TRANS.get(transb) if isinstance(transb, str) else None
     if tb is None:
         return _fail(Status.INVALID_VALUE, f"transb={_show(transb)} is not one of 'N', 'n', 'T', 't'")
-    dims = []
-    for value, name in ((m, "m"), (n, "n"), (k, "k")):
-        v = _count(value, name)
-        if isinstance(v, _Failure):
-            return v
-        dims.append(v)
-    m, n, k = dims
+    if not (type(m) is int and type(n) is int and type(k) is int
+            and 0 <= m <= INT32_MAX and 0 <= n <= INT32_MAX and 0 <= k <= INT32_MAX):
+        dims = []  # the slow path: numpy integers, or a sentence naming the bad value
+        for value, name in ((m, "m"), (n, "n"), (k, "k")):
+            v = _count(value, name)
+            if type(v) is _Failure:
+                return v
+            dims.append(v)
+        m, n, k = dims
     a_rows, a_cols = (m, k) if ta == "N" else (k, m)
     b_rows, b_cols = (k, n) if tb == "N" else (n, k)
     lda = _leading_dimension(lda, "lda", a_rows, "m" if ta == "N" else "k")
-    if isinstance(lda, _Failure):
+    if type(lda) is _Failure:
         return lda
     ldb = _leading_dimension(ldb, "ldb", b_rows, "k" if tb == "N" else "n")
-    if isinstance(ldb, _Failure):
+    if type(ldb) is _Failure:
         return ldb
     ldc = _leading_dimension(ldc, "ldc", m, "m")
-    if isinstance(ldc, _Failure):
+    if type(ldc) is _Failure:
         return ldc
     alpha = _scalar(alpha, "alpha")
-    if isinstance(alpha, _Failure):
+    if type(alpha) is _Failure:
         return alpha
     beta = _scalar(beta, "beta")
-    if isinstance(beta, _Failure):
+    if type(beta) is _Failure:
         return beta
     if m == 0 or n == 0:
         return _Plan(None, m, n, ldc, alpha, beta, None, None, None)  # the contract: succeed, launch nothing
 
     device = handle.device
     c = _matrix(C, names[2], m, n, ldc, device, True, operands[2])
-    if isinstance(c, _Failure):
+    if type(c) is _Failure:
         return c
     if k == 0 or alpha == 0.0:  # A and B are not read: their arguments are not examined
         return _Plan(None, m, n, ldc, alpha, beta, None, None, c)
     a = _matrix(A, names[0], a_rows, a_cols, lda, device, False, operands[0])
-    if isinstance(a, _Failure):
+    if type(a) is _Failure:
         return a
     b = _matrix(B, names[1], b_rows, b_cols, ldb, device, False, operands[1])
-    if isinstance(b, _Failure):
+    if type(b) is _Failure:
         return b
     c_needed = (n - 1) * ldc + m
     if _overlaps(a, (a_cols - 1) * lda + a_rows, c, c_needed):
@@ -234,7 +236,7 @@ _SCALE_KEY = (scale.NAME, None)
 
 
 def _finish(result: _Plan | _Failure, handle: Handle) -> Status:
-    if isinstance(result, _Failure):
+    if type(result) is _Failure:
         _last_error.message = result.message
         return result.status
     return execute(handle, result)
@@ -280,7 +282,7 @@ def explain(handle: Handle, transa: str, transb: str, m: int, n: int, k: int,
             A: Any, lda: int, B: Any, ldb: int, C: Any, ldc: int) -> Explanation:
     """Say which kernel :func:`sgemm` would run for these arguments (alpha taken as nonzero)."""
     result = validate(handle, transa, transb, m, n, k, 1.0, A, lda, B, ldb, 1.0, C, ldc)
-    if isinstance(result, _Failure):
+    if type(result) is _Failure:
         return Explanation(None, (), result.status, result.message)
     if result.c is None:
         return Explanation(None, (), Status.SUCCESS, "m or n is 0: nothing is launched")

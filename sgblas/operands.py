@@ -63,19 +63,32 @@ def read_operand(x: Any, name: str) -> Operand | str:
         shape = cai["shape"]
         ptr, readonly = cai["data"]
         strides = cai.get("strides")
-        if type(shape) is not tuple or not all(type(s) is int for s in shape):
+        if type(shape) is not tuple or len(shape) != 2 or type(shape[0]) is not int \
+                or type(shape[1]) is not int:  # only matrices of plain ints skip the rebuild
             shape = tuple(int(s) for s in shape)
     except (KeyError, TypeError, ValueError):
         return f"{name} has a malformed __cuda_array_interface__"
     if typestr not in _FLOAT32_TYPESTRS:
         return f"{name} has dtype {typestr!r}; sgemm needs float32 ('<f4')"
     ptr = int(ptr or 0)
-    if len(shape) == 2 and strides is None:  # the common case: a C-ordered matrix
+    if len(shape) == 2 and (strides is None or len(strides) == 2):
+        # The common case, a matrix, in straight-line code (this runs three times per call).
         rows, cols = shape
         if rows < 0 or cols < 0:
             return f"{name} has a negative shape {shape}"
-        extent = rows * cols
-        elem_strides = None
+        if rows == 0 or cols == 0:
+            extent, elem_strides = 0, None
+        elif strides is None:
+            extent, elem_strides = rows * cols, None
+        else:
+            s0, s1 = strides
+            if s0 % 4 or s1 % 4:
+                return f"{name} has strides {tuple(strides)} that are not multiples of 4 bytes"
+            e0, e1 = s0 // 4, s1 // 4
+            if (e0 < 0 and rows > 1) or (e1 < 0 and cols > 1):
+                return f"{name} has negative strides {tuple(strides)}; sgemm reads upwards from the data pointer"
+            extent = 1 + (rows - 1) * e0 * (rows > 1) + (cols - 1) * e1 * (cols > 1)
+            elem_strides = (e0, e1)
     elif any(s < 0 for s in shape):
         return f"{name} has a negative shape {shape}"
     elif 0 in shape:
