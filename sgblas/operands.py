@@ -50,6 +50,34 @@ def _interface(x: Any) -> dict | None:
         return None
 
 
+def _span(shape: tuple, strides: Any, name: str) -> tuple[int, tuple | None] | str:
+    """``(extent, element strides)`` of an array, or a sentence saying why it is unusable.
+
+    Plain loops rather than any()/sum() over generators: this runs three times per call.
+    """
+    size = 1
+    for s in shape:
+        if s < 0:
+            return f"{name} has a negative shape {shape}"
+        size *= s
+    if size == 0:
+        return 0, None
+    if strides is None:
+        return size, None
+    elem_strides = []
+    extent = 1
+    for s, st in zip(shape, strides):
+        if st % 4:
+            return f"{name} has strides {tuple(strides)} that are not multiples of 4 bytes"
+        st //= 4
+        elem_strides.append(st)
+        if s > 1:
+            if st < 0:
+                return f"{name} has negative strides {tuple(strides)}; sgemm reads upwards from the data pointer"
+            extent += (s - 1) * st
+    return extent, tuple(elem_strides)
+
+
 def read_operand(x: Any, name: str) -> Operand | str:
     """The :class:`Operand` for ``x``, or a sentence saying why ``x`` cannot be one."""
     if x is None:
@@ -71,41 +99,10 @@ def read_operand(x: Any, name: str) -> Operand | str:
     if typestr not in _FLOAT32_TYPESTRS:
         return f"{name} has dtype {typestr!r}; sgemm needs float32 ('<f4')"
     ptr = int(ptr or 0)
-    if len(shape) == 2 and (strides is None or len(strides) == 2):
-        # The common case, a matrix, in straight-line code (this runs three times per call).
-        rows, cols = shape
-        if rows < 0 or cols < 0:
-            return f"{name} has a negative shape {shape}"
-        if rows == 0 or cols == 0:
-            extent, elem_strides = 0, None
-        elif strides is None:
-            extent, elem_strides = rows * cols, None
-        else:
-            s0, s1 = strides
-            if s0 % 4 or s1 % 4:
-                return f"{name} has strides {tuple(strides)} that are not multiples of 4 bytes"
-            e0, e1 = s0 // 4, s1 // 4
-            if (e0 < 0 and rows > 1) or (e1 < 0 and cols > 1):
-                return f"{name} has negative strides {tuple(strides)}; sgemm reads upwards from the data pointer"
-            extent = 1 + (rows - 1) * e0 * (rows > 1) + (cols - 1) * e1 * (cols > 1)
-            elem_strides = (e0, e1)
-    elif any(s < 0 for s in shape):
-        return f"{name} has a negative shape {shape}"
-    elif 0 in shape:
-        extent = 0
-        elem_strides = None
-    elif strides is None:
-        extent = 1
-        for s in shape:
-            extent *= s
-        elem_strides = None
-    else:
-        if any(st % 4 for st in strides):
-            return f"{name} has strides {tuple(strides)} that are not multiples of 4 bytes"
-        elem_strides = tuple(st // 4 for st in strides)
-        if any(st < 0 and s > 1 for s, st in zip(shape, elem_strides)):
-            return f"{name} has negative strides {tuple(strides)}; sgemm reads upwards from the data pointer"
-        extent = 1 + sum((s - 1) * st for s, st in zip(shape, elem_strides) if s > 1)
+    span = _span(shape, strides, name)
+    if type(span) is str:
+        return span
+    extent, elem_strides = span
     if ptr % 4:
         return f"{name}'s data pointer {ptr:#x} is not 4-byte aligned"
     device = pointer_device(ptr) if extent else None

@@ -8,8 +8,9 @@ SMs busy (1024^3 on the H200: 34.0 TFLOP/s against 21.3 for 128 x 128, docs/tuni
 
 Guard: math mode FP32, transpose pair NN, compute capability sm_80 or newer (``cp.async``),
 A, B, C 16-byte aligned and lda/ldb/ldc multiples of 4, m a multiple of 4 (so A's last
-column ends on a whole 16-byte vector), every dimension >= 1. It accepts every size; dispatch tries :mod:`sgblas.kernels.sgemm_nn_128x128x16` first, so in practice
-it runs the problems that one refuses for their size.
+column ends on a whole 16-byte vector), every dimension >= 1. It accepts every size;
+dispatch tries :mod:`sgblas.kernels.sgemm_nn_128x128x16` first, so in practice it runs the
+problems that one refuses for their size.
 """
 
 from __future__ import annotations

@@ -496,4 +496,3 @@ class NNKernel:
     def can_implement(self, p: GemmProblem) -> str | None:
         """None if this kernel runs ``p``, else the refusing condition (see :func:`nn_guard`)."""
         return nn_guard(p, self.cfg, self.name, min_cc=self.min_cc, min_tiles=self.min_tiles)
-
