@@ -83,7 +83,7 @@ def _compile_worker(tag: str) -> tuple[str, float, str]:
     """Compile one variant in a worker process (fills Numba's on-disk cache)."""
     t0 = time.perf_counter()
     try:
-        from sgblas.kernels.abi import GEMM_SIGNATURE
+        from sgblas.kernels.signatures import GEMM_SIGNATURE
         disp, _, _ = make_kernel(tag)
         disp.compile(GEMM_SIGNATURE)
         return tag, time.perf_counter() - t0, "ok"
@@ -297,7 +297,7 @@ def main() -> int:  # noqa: C901 - a lab script, phases in order
             for tag, sec, status in pool.map(_compile_worker, tags):
                 _log(f"worker compile {tag}: {sec:.1f}s {status}")
     from numba import cuda
-    from sgblas.kernels.abi import GEMM_SIGNATURE
+    from sgblas.kernels.signatures import GEMM_SIGNATURE
     kernels = {}
     for tag in tags:
         t0 = time.perf_counter()

@@ -1,10 +1,11 @@
 """Host cost of one kernel launch through each path numba-cuda and cuda-python offer.
 
-Times 2000 pipelined launches of the same loaded sgblas kernel at 64^3 through: Numba's
-``kernel[grid, block, stream](...)``; ``cuda.core.launch`` with a prebuilt argument tuple;
-``cuda.bindings.driver.cuLaunchKernel`` with a persistent packed parameter buffer; and a whole
-``sgblas.sgemm`` call. Also the per-call cost of the pointer-attribute query. Prints
-microseconds per call (median of 5 repeats). Usage: ``python -m perf.launch_paths``.
+Times 2000 pipelined launches of the general NN kernel at 64^3 through: Numba's
+``kernel[grid, block, stream](...)``; ``cuda.core.launch`` (arguments built per call) of the
+cubin sgblas caches; ``cuda.bindings``' and sgblas's ctypes ``cuLaunchKernel`` with the packed
+parameter buffer; and a whole ``sgblas.sgemm`` call. Also the pieces of a call: packing, the
+pointer query and the context query through either binding, and reading a Numba array.
+Prints microseconds per call (median of 5 repeats). Usage: ``python -m perf.launch_paths``.
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ def _per_call(fn, calls=2000, repeats=5):
 
 def main() -> None:
     from cuda.bindings import driver
-    from cuda.core import LaunchConfig, Stream, launch
+    from cuda.core import LaunchConfig, ObjectCode, Stream, launch
     from numba import cuda
 
     import sgblas
-    from sgblas.dispatch.table import select  # noqa: F401  (import cost outside the timing)
+    from sgblas import driver as sg_driver, kernel_cache
     from sgblas.kernels import general
+    from sgblas.kernels.signatures import GEMM_SIGNATURE
+    from sgblas.launch import GEMM_PARAMS
+    from sgblas.operands import read_device_span
 
     n = 64
     h = sgblas.Handle()
@@ -49,72 +53,83 @@ def main() -> None:
     grid = general.grid(n, n)
     results = {}
 
-    compiled = loaded.dispatcher.overloads[tuple(sgblas.kernels.abi.GEMM_SIGNATURE.args)]
+    dispatcher = general.kernel("N", "N")
+    dispatcher.compile(GEMM_SIGNATURE)
     stream0 = cuda.default_stream()
     f32, i32 = np.float32, np.int32
     results["numba kernel[grid, block, stream](...)"] = _per_call(
-        lambda: loaded.dispatcher[grid, loaded.block, stream0](
+        lambda: dispatcher[grid, loaded.block, stream0](
             i32(n), i32(n), i32(n), f32(1), a, i32(n), b, i32(n), f32(0), c, i32(n)))
 
+    # The same cubin sgblas launches, loaded through cuda.core.
+    entry = kernel_cache.read(loaded.name, h.cc)
+    core_kernel = ObjectCode.from_cubin(entry.cubin).get_kernel(entry.entry_name)
     config = LaunchConfig(grid=grid, block=loaded.block)
     core_stream = Stream.from_handle(0)
     pa, pb, pc = a.device_ctypes_pointer.value, b.device_ctypes_pointer.value, c.device_ctypes_pointer.value
     ci, cf = ctypes.c_int32, ctypes.c_float
     results["cuda.core.launch, args built per call"] = _per_call(lambda: launch(
-        core_stream, config, loaded.core_kernel,
+        core_stream, config, core_kernel,
         ci(n), ci(n), ci(n), cf(1), 0, 0, n * n, 4, pa, n * n, 4, ci(n),
         0, 0, n * n, 4, pb, n * n, 4, ci(n), cf(0), 0, 0, n * n, 4, pc, n * n, 4, ci(n)))
 
-    class Params(ctypes.Structure):
-        _fields_ = [("m", ctypes.c_int32), ("n", ctypes.c_int32), ("k", ctypes.c_int32), ("alpha", ctypes.c_float),
-                    ("a", ctypes.c_int64 * 7), ("lda", ctypes.c_int32),
-                    ("b", ctypes.c_int64 * 7), ("ldb", ctypes.c_int32), ("beta", ctypes.c_float),
-                    ("c", ctypes.c_int64 * 7), ("ldc", ctypes.c_int32)]
+    def pack():
+        return GEMM_PARAMS.pack(n, n, n, 1.0, 0, 0, n * n, 4, pa, n * n, 4, n, 0, 0, n * n, 4, pb, n * n, 4, n,
+                                0.0, 0, 0, n * n, 4, pc, n * n, 4, n)
 
-    params = Params()
-    fields = ["m", "n", "k", "alpha"] + [("a", i) for i in range(7)] + ["lda"] + [("b", i) for i in range(7)] + \
-        ["ldb", "beta"] + [("c", i) for i in range(7)] + ["ldc"]
-    addresses = (ctypes.c_void_p * len(fields))()
-    base = ctypes.addressof(params)
-    for i, f in enumerate(fields):
-        if isinstance(f, tuple):
-            addresses[i] = base + getattr(Params, f[0]).offset + 8 * f[1]
-        else:
-            addresses[i] = base + getattr(Params, f).offset
-    params_ptr = ctypes.addressof(addresses)
-    cufunc = compiled._codelibrary.get_cufunc()
-    handle = getattr(cufunc, "handle", None)
-    kernel_handle = int(loaded.core_kernel.handle) if hasattr(loaded.core_kernel, "handle") else None
-    print("cufunc handle", handle, "core kernel handle", kernel_handle)
+    results["cuda.bindings cuLaunchKernel, packed buffer"] = _per_call(
+        lambda: driver.cuLaunchKernel(loaded.function, grid[0], grid[1], grid[2], loaded.block[0], 1, 1, 0, 0,
+                                      pack().value, 0))
+    results["ctypes cuLaunchKernel, ready c_void_p arguments (sgblas)"] = _per_call(
+        lambda: sg_driver.launch(loaded.c_function, grid, loaded.block, None, pack()))
+    results["  of which struct packing"] = _per_call(pack)
 
-    def packed():
-        params.m = params.n = params.k = n
-        params.alpha, params.beta = 1.0, 0.0
-        params.a[:] = (0, 0, n * n, 4, pa, n * n, 4)
-        params.b[:] = (0, 0, n * n, 4, pb, n * n, 4)
-        params.c[:] = (0, 0, n * n, 4, pc, n * n, 4)
-        params.lda = params.ldb = params.ldc = n
-        driver.cuLaunchKernel(kernel_handle, grid[0], grid[1], grid[2], loaded.block[0], 1, 1, 0, 0,
-                              params_ptr, 0)
+    # The same libcuda calls through ctypes.PyDLL, which keeps the GIL (CDLL releases and
+    # retakes it around every call), and through CDLL without argtypes conversions.
+    pydll = ctypes.PyDLL("libcuda.so.1")
+    sg_driver._bind(pydll)
+    cdll_raw = ctypes.CDLL("libcuda.so.1")
+    raw_launch = cdll_raw.cuLaunchKernel
+    f_ptr, params_ptr = ctypes.c_void_p(loaded.function), pack()
+    g0, g1, g2, b0 = (ctypes.c_uint(v) for v in (grid[0], grid[1], grid[2], loaded.block[0]))
+    one, zero, null = ctypes.c_uint(1), ctypes.c_uint(0), ctypes.c_void_p(0)
+    results["PyDLL cuLaunchKernel, packed buffer"] = _per_call(
+        lambda: pydll.cuLaunchKernel(loaded.function, grid[0], grid[1], grid[2], loaded.block[0], 1, 1, 0, 0,
+                                     pack(), None))
+    results["CDLL cuLaunchKernel, prebuilt ctypes arguments"] = _per_call(
+        lambda: raw_launch(f_ptr, g0, g1, g2, b0, one, one, zero, null, params_ptr, null))
+    ctx_out = ctypes.c_void_p()
+    ctx_ref = ctypes.byref(ctx_out)
+    results["cuCtxGetCurrent, PyDLL"] = _per_call(lambda: pydll.cuCtxGetCurrent(ctx_ref))
+    mem_type, ordinal = ctypes.c_uint(), ctypes.c_int()
+    data = (ctypes.c_void_p * 2)(ctypes.addressof(mem_type), ctypes.addressof(ordinal))
+    results["cuPointerGetAttributes, PyDLL"] = _per_call(
+        lambda: pydll.cuPointerGetAttributes(2, sg_driver._ATTRIBUTES, data, pa))
 
-    try:
-        results["cuLaunchKernel, packed buffer"] = _per_call(packed)
-    except Exception as exc:  # report, keep going
-        print("packed path failed:", type(exc).__name__, exc)
-
-    for name, ptr in (("cuPointerGetAttributes x1", pa),):
-        attrs = [driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                 driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL]
-        results[name] = _per_call(lambda: driver.cuPointerGetAttributes(2, attrs, ptr))
-    results["cuPointerGetAttribute(DEVICE_ORDINAL) x1"] = _per_call(
-        lambda: driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pa))
-    results["cuCtxGetCurrent x1"] = _per_call(driver.cuCtxGetCurrent)
-    results["__cuda_array_interface__ (Numba) x1"] = _per_call(lambda: a.__cuda_array_interface__)
+    attrs = [driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+             driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL]
+    results["cuPointerGetAttributes, cuda.bindings"] = _per_call(lambda: driver.cuPointerGetAttributes(2, attrs, pa))
+    results["cuPointerGetAttributes, ctypes (sgblas)"] = _per_call(lambda: sg_driver.pointer_attributes(pa))
+    results["cuCtxGetCurrent, cuda.bindings"] = _per_call(driver.cuCtxGetCurrent)
+    results["cuCtxGetCurrent, ctypes (sgblas)"] = _per_call(sg_driver.current_context)
+    results["__cuda_array_interface__ (Numba)"] = _per_call(lambda: a.__cuda_array_interface__)
+    results["read_device_span (Numba), incl. pointer query"] = _per_call(lambda: read_device_span(a))
     results["sgblas.sgemm, Numba arrays"] = _per_call(
         lambda: sgblas.sgemm(h, "N", "N", n, n, n, 1.0, a, n, b, n, 0.0, c, n))
-    print(f"{'path':<45} us/call")
+    import weakref
+
+    for label, make in (("cupy", lambda: __import__("cupy").zeros(4, "float32")),
+                        ("torch", lambda: __import__("torch").zeros(4, device="cuda"))):
+        try:
+            weakref.ref(make())
+            print(f"{label} arrays accept weak references")
+        except TypeError as exc:
+            print(f"{label} arrays refuse weak references: {exc}")
+        except ImportError:
+            print(f"{label} is not installed")
+    print(f"{'path (64^3 general NN kernel, default stream)':<48} us/call")
     for name, us in results.items():
-        print(f"{name:<45} {us:7.2f}")
+        print(f"{name:<48} {us:7.2f}")
 
 
 if __name__ == "__main__":

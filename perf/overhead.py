@@ -27,8 +27,11 @@ measure inside themselves with ``time.perf_counter``: ``import sgblas`` alone; a
 another child, importing numba.cuda, then ``import sgblas``, ``sgblas.Handle``, the first and
 the second ``sgemm`` (each until the stream is synchronised), counting the compile events
 numba-cuda broadcasts meanwhile (``numba-cuda:compile``, ``numba-cuda:run_pass``,
-``numba-cuda:compiler_lock`` through ``numba.cuda.core.event`` recorders). One priming child
-runs first so that the kernel cache is warm; its numbers are stored apart.
+``numba-cuda:compiler_lock`` through ``numba.cuda.core.event`` recorders); their sum of
+import, handle and first call is the start-up figure. A third child imports sgblas and creates
+its handle before anything else touches CUDA (the handle then creates the context), and times
+the first call on Numba arrays made after. One priming child runs first so that the kernel
+cache is warm; its numbers are stored apart.
 
 Writes ``perf/results/overhead_<UTC date-time>_<device>.json`` and prints Markdown tables.
 """
@@ -59,6 +62,7 @@ __all__ = [
     "time_pipelined",
     "child_import_code",
     "child_first_call_code",
+    "child_sgblas_first_code",
     "parse_child_output",
     "summarize_startup",
     "parse_args",
@@ -382,6 +386,44 @@ print({CHILD_MARK!r} + json.dumps({{
 """
 
 
+def child_sgblas_first_code(size: int) -> str:
+    """Source of a child that imports sgblas and creates its handle before anything else
+    touches CUDA (so the handle creates the primary context), then makes Numba arrays
+    (untimed) and times the first call."""
+    kinds = repr(COMPILE_EVENT_KINDS)
+    return f"""\
+import json, sys, time
+t0 = time.perf_counter()
+import sgblas
+t1 = time.perf_counter()
+handle = sgblas.Handle()
+t2 = time.perf_counter()
+numba_before_call = "numba" in sys.modules
+import numpy as np
+from numba import cuda
+from numba.cuda.core import event as _event
+_recorders = {{k: _event.RecordingListener() for k in {kinds}}}
+for _kind, _r in _recorders.items():
+    _event.register(_kind, _r)
+n = {int(size)}
+rng = np.random.default_rng(0)
+A = cuda.to_device(rng.standard_normal(n * n, dtype=np.float32))
+B = cuda.to_device(rng.standard_normal(n * n, dtype=np.float32))
+C = cuda.device_array(n * n, dtype=np.float32)
+cuda.synchronize()
+t3 = time.perf_counter()
+s1 = sgblas.sgemm(handle, "N", "N", n, n, n, 1.0, A, n, B, n, 0.0, C, n)
+cuda.synchronize()
+t4 = time.perf_counter()
+print({CHILD_MARK!r} + json.dumps({{
+    "import_s": t1 - t0, "handle_s": t2 - t1, "first_call_s": t4 - t3, "status_first": int(s1),
+    "numba_imported_by_sgblas": numba_before_call,
+    "first_call_events": {{k.split(":", 1)[1]: sum(1 for _, e in r.buffer if e.is_start)
+                          for k, r in _recorders.items()}},
+}}))
+"""
+
+
 def parse_child_output(stdout: str) -> dict[str, Any]:
     """The JSON a child printed after :data:`CHILD_MARK` (the last such line)."""
     for line in reversed(stdout.splitlines()):
@@ -403,11 +445,28 @@ def _phase_counts(cumulative: dict[str, dict[str, int]]) -> dict[str, dict[str, 
 
 
 def summarize_startup(import_runs: Sequence[dict[str, Any]],
-                      first_call_runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Statistics over the children: times in seconds, compile events per phase (medians)."""
+                      first_call_runs: Sequence[dict[str, Any]],
+                      sgblas_first_runs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Statistics over the children: times in seconds, compile events per phase (medians).
+
+    ``import_handle_first_call_s`` is the issue's start-up figure: ``import sgblas``, the
+    handle and the first call (until synchronised) in a process where numba.cuda and the
+    arrays were ready; ``sgblas_first_*`` the same steps when sgblas comes first and its
+    handle creates the CUDA context.
+    """
     summary: dict[str, Any] = {"import_s": results_io.summarize([r["import_s"] for r in import_runs])}
     for key in ("numba_import_s", "import_after_numba_s", "handle_s", "first_call_s", "second_call_s"):
         summary[key] = results_io.summarize([r[key] for r in first_call_runs])
+    summary["import_handle_first_call_s"] = results_io.summarize(
+        [r["import_after_numba_s"] + r["handle_s"] + r["first_call_s"] for r in first_call_runs])
+    if sgblas_first_runs:
+        for key in ("import_s", "handle_s", "first_call_s"):
+            summary[f"sgblas_first_{key}"] = results_io.summarize([r[key] for r in sgblas_first_runs])
+        summary["sgblas_first_total_s"] = results_io.summarize(
+            [r["import_s"] + r["handle_s"] + r["first_call_s"] for r in sgblas_first_runs])
+        summary["sgblas_first_numba_imported_by_sgblas"] = any(
+            r.get("numba_imported_by_sgblas") for r in sgblas_first_runs)
+        summary["sgblas_first_first_call_events"] = [r.get("first_call_events") for r in sgblas_first_runs]
     per_child = [_phase_counts(r.get("counts") or {}) for r in first_call_runs]
     events: dict[str, dict[str, float]] = {}
     for phase in ("import", "handle", "first_call", "second_call"):
@@ -444,18 +503,21 @@ def measure_startup(args: argparse.Namespace) -> dict[str, Any]:
                    for _ in range(args.startup_repeats)]
         first_calls = [_run_child(child_first_call_code(args.startup_size), args.child_timeout)
                        for _ in range(args.startup_repeats)]
+        sgblas_first = [_run_child(child_sgblas_first_code(args.startup_size), args.child_timeout)
+                        for _ in range(args.startup_repeats)]
     except Exception as exc:
         return {"status": "error",
                 "reason": environment.scrub_paths(f"{type(exc).__name__}: {exc}")}
     bad = [r for r in first_calls if r.get("status_first") != 0 or r.get("status_second") != 0]
-    summary = summarize_startup(imports, first_calls)
+    bad += [r for r in sgblas_first if r.get("status_first") != 0]
+    summary = summarize_startup(imports, first_calls, sgblas_first)
     summary.update(
         status="ok" if not bad else "error",
         reason=None if not bad else f"{len(bad)} child(ren) got a non-SUCCESS status from sgemm",
         size=args.startup_size,
         kernel=first_calls[0].get("kernel") if first_calls else None,
         priming=priming,
-        children={"import": imports, "first_call": first_calls},
+        children={"import": imports, "first_call": first_calls, "sgblas_first": sgblas_first},
         method="fresh `python -c` processes, perf_counter inside the child; a priming child "
                "ran first so the kernel cache is warm",
     )

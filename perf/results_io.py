@@ -449,6 +449,11 @@ def startup_markdown(doc: Mapping[str, Any]) -> str:
         ("handle_s", "`sgblas.Handle(stream=...)`"),
         ("first_call_s", "first `sgemm` call, until the stream is synchronised"),
         ("second_call_s", "second `sgemm` call, until the stream is synchronised"),
+        ("import_handle_first_call_s", "**`import sgblas` + handle + first call** (numba.cuda and arrays ready)"),
+        ("sgblas_first_import_s", "sgblas first: `import sgblas` before anything touches CUDA"),
+        ("sgblas_first_handle_s", "sgblas first: `sgblas.Handle()`, creating the CUDA context"),
+        ("sgblas_first_first_call_s", "sgblas first: first `sgemm` call, until synchronised"),
+        ("sgblas_first_total_s", "**sgblas first: import + handle (context) + first call**"),
     ):
         stats = startup.get(key) or {}
         if stats.get("n"):

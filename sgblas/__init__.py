@@ -1,8 +1,9 @@
 """sgblas: strict-FP32, column-major SGEMM for Python, written as Numba CUDA kernels.
 
 ``C = alpha * op(A) @ op(B) + beta * C`` in IEEE binary32 (FMA allowed, never TF32), on the
-caller's stream, with every kernel variant compiled or loaded from the disk cache when the
-package is imported on a machine with a GPU, so no call ever compiles.
+caller's stream. Importing the package on a machine with a GPU loads every kernel variant for
+the current device from sgblas's cubin cache (compiling with Numba only what is missing), so
+no call ever compiles; the import itself needs neither Numba nor NumPy.
 
 Entry points: :func:`sgemm` (BLAS-style, returns a :class:`Status`), :func:`gemm` (NumPy-style,
 raises :class:`SgblasError`), :func:`explain` (which kernel would run, and why), :class:`Handle`.

@@ -7,10 +7,10 @@ synchronises; on any status other than ``SUCCESS`` it has not touched C.
 
 from __future__ import annotations
 
+import math
 import numbers
+import struct
 import threading
-
-import numpy as np
 from typing import Any, NamedTuple
 
 from sgblas.dispatch.problem import GemmProblem
@@ -20,13 +20,13 @@ from sgblas.enums import MathMode, Status
 from sgblas.handle import Handle
 from sgblas.kernels import scale
 from sgblas.launch import launch_gemm, launch_scale
-from sgblas.operands import Operand, read_operand
+from sgblas.operands import Operand, read_device_span, read_operand
 
 __all__ = ["sgemm", "explain", "Explanation", "last_error_message"]
 
 INT32_MAX = 2**31 - 1
-_FLT_MAX = float(np.finfo(np.float32).max)
-_float32 = np.float32
+_FLT_MAX = 3.4028234663852886e38  # the largest finite float32
+_F32 = struct.Struct("<f")
 _TRANS = {"N": "N", "n": "N", "T": "T", "t": "T"}
 _last_error = threading.local()
 
@@ -99,10 +99,10 @@ def _scalar(value: Any, name: str) -> float | _Failure:
             value = float(value)
         except (OverflowError, ValueError, TypeError):
             return _fail(Status.INVALID_VALUE, f"{name}={_show(value)} does not convert to a float")
-    if -_FLT_MAX <= value <= _FLT_MAX:
-        return float(_float32(value))
-    with np.errstate(over="ignore"):  # beyond float32's range (or NaN): rounds to +-Inf (NaN)
-        return float(_float32(value))
+    try:  # round to nearest float32, as the hardware conversion does
+        return _F32.unpack(_F32.pack(value))[0]
+    except OverflowError:  # beyond float32's range after rounding: +-Inf
+        return math.copysign(math.inf, value)
 
 
 def _matrix(x: Any, name: str, rows: int, cols: int, ld: int, device: int, writable: bool,
@@ -200,30 +200,40 @@ def execute(handle: Handle, plan: _Plan) -> Status:
     c = plan.c
     if c is None:
         return Status.SUCCESS
-    launch_stream = handle._stream[2]
+    stream = handle._stream[2]
     problem = plan.problem
-    pushed = False
+    check_context = not _device.SIMULATOR
+    if problem is None:  # k == 0 or alpha == 0: C = beta * C, A and B untouched
+        return _enqueue(handle, check_context, launch_scale, stream, handle._kernels[_SCALE_KEY],
+                        scale.grid(plan.m, plan.n), plan.m, plan.n, plan.beta, c.ptr, c.extent, plan.ldc)
     try:
-        # Launch in the handle's context; the caller's current context is restored after.
-        if not _device.SIMULATOR and _device.current_context_handle() != handle._context:
-            _device.push_context(handle._context)
-            pushed = True
-        if problem is None:  # k == 0 or alpha == 0: C = beta * C, A and B untouched
-            launch_scale(launch_stream, handle._kernels[_SCALE_KEY], scale.grid(plan.m, plan.n),
-                         plan.m, plan.n, plan.beta, c.ptr, c.extent, plan.ldc)
-            return Status.SUCCESS
         selection = select_cached(problem)
         module = selection.module
-        if module is None:
-            _last_error.message = "no kernel accepted the problem: " + "; ".join(
-                f"{name}: {reason}" for name, reason in selection.refusals)
-            return Status.INTERNAL_ERROR
-        launch_gemm(launch_stream, handle._kernels[(module.NAME, (problem.transa, problem.transb))],
-                    module.grid(problem.m, problem.n), problem.m, problem.n, problem.k, plan.alpha,
-                    problem.a_ptr, plan.a.extent, problem.lda,
-                    problem.b_ptr, plan.b.extent, problem.ldb,
-                    plan.beta, problem.c_ptr, c.extent, problem.ldc)
-    except Exception as exc:  # a launch failure is a status, never an escaping exception
+        loaded = None if module is None else handle._kernels[(module.NAME, (problem.transa, problem.transb))]
+    except Exception as exc:  # a guard or the kernel table failing is a status, not an exception
+        _last_error.message = f"choosing a kernel failed: {type(exc).__name__}: {exc}"
+        return Status.INTERNAL_ERROR
+    if loaded is None:
+        _last_error.message = "no kernel accepted the problem: " + "; ".join(
+            f"{name}: {reason}" for name, reason in selection.refusals)
+        return Status.INTERNAL_ERROR
+    return _enqueue(handle, check_context, launch_gemm, stream, loaded, module.grid(problem.m, problem.n),
+                    problem.m, problem.n, problem.k, plan.alpha, problem.a_ptr, plan.a.extent, problem.lda,
+                    problem.b_ptr, plan.b.extent, problem.ldb, plan.beta, problem.c_ptr, c.extent, problem.ldc)
+
+
+def _enqueue(handle: Handle, check_context: bool, launch: Any, *args: Any) -> Status:
+    """``launch(*args)`` in the handle's context: when ``check_context`` and the calling
+    thread's current context is another, the handle's is pushed for the launch and popped
+    after, so the caller's is restored. A failure is a status, never an escaping exception."""
+    pushed = False
+    try:
+        if check_context and _device.current_context_handle() != handle._context:
+            _device.push_context(handle._context)
+            pushed = True
+        launch(*args)
+    except Exception as exc:
+        _launches.clear()  # whatever was memoised for the plain path is asked again next time
         _last_error.message = f"the kernel launch failed: {type(exc).__name__}: {exc}"
         return Status.EXECUTION_FAILED
     finally:
@@ -257,7 +267,129 @@ def sgemm(handle: Handle, transa: str, transb: str, m: int, n: int, k: int, alph
     never reads C, so NaNs there do not propagate. Returns a :class:`Status`; never raises. On
     any status but SUCCESS, C is untouched and :func:`last_error_message` says why.
     """
+    status = _sgemm_plain(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+    if status is not None:
+        return status
     return _finish(validate(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), handle)
+
+
+# --- the plain call, checked and launched without building a plan -------------------------------
+#
+# Most calls are plain: an open FP32 handle, 'N'/'T' strings, positive int sizes, leading
+# dimensions that fit, normal float scalars, contiguous float32 arrays of a known library on
+# the handle's device, no overlap with C. ``_sgemm_plain`` checks exactly those conditions and
+# launches, or returns None at the first one that does not hold, before anything is launched,
+# and the documented validation above then decides and explains. So the two paths accept the
+# same calls (tests/test_api.py checks that they launch the same kernel with the same
+# arguments), and a plain call never builds an Operand, a GemmProblem or a plan.
+
+_PLAIN_TRANS = {"N": "N", "n": "N", "T": "T", "t": "T"}
+_FLT_MIN_NORMAL = 2.0 ** -126
+_launches: dict = {}
+_LAUNCH_CACHE_SIZE = 4096
+
+
+def _plain_scalar(value: Any) -> bool:
+    """Whether ``value`` is a float whose float32 rounding is normal (so neither 0 nor inf)."""
+    return type(value) is float and _FLT_MIN_NORMAL <= abs(value) <= _FLT_MAX
+
+
+def _launch_config(handle: Handle, ta: str, tb: str, m: int, n: int, k: int,
+                   a_ptr: int, lda: int, b_ptr: int, ldb: int, c_ptr: int, ldc: int):
+    """``(LoadedKernel, grid)`` for a valid problem, memoised on what guards may read."""
+    key = (handle.device, ta, tb, m, n, k, a_ptr & 15, b_ptr & 15, c_ptr & 15, lda & 3, ldb & 3, ldc & 3)
+    config = _launches.get(key)
+    if config is None:
+        module = select_cached(GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
+                                           a_ptr, lda, b_ptr, ldb, c_ptr, ldc)).module
+        if module is None:
+            return None
+        if len(_launches) >= _LAUNCH_CACHE_SIZE:
+            _launches.clear()
+        config = _launches[key] = (handle._kernels[(module.NAME, (ta, tb))], module.grid(m, n))
+    return config
+
+
+def _plain_shape(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any,
+                 lda: Any, ldb: Any, beta: Any, ldc: Any) -> tuple | None:
+    """``(ta, tb, a_rows, a_cols, b_rows, b_cols)`` when every non-array argument is plain."""
+    if type(handle) is not Handle or handle._closed or handle.math_mode is not MathMode.FP32 or _device.SIMULATOR:
+        return None
+    ta = _PLAIN_TRANS.get(transa) if type(transa) is str else None
+    tb = _PLAIN_TRANS.get(transb) if type(transb) is str else None
+    if ta is None or tb is None:
+        return None
+    if not (type(m) is int and type(n) is int and type(k) is int
+            and type(lda) is int and type(ldb) is int and type(ldc) is int):
+        return None
+    a_rows, a_cols = (m, k) if ta == "N" else (k, m)
+    b_rows, b_cols = (k, n) if tb == "N" else (n, k)
+    if not (0 < m <= INT32_MAX and 0 < n <= INT32_MAX and 0 < k <= INT32_MAX
+            and a_rows <= lda <= INT32_MAX and b_rows <= ldb <= INT32_MAX and m <= ldc <= INT32_MAX):
+        return None
+    if not _plain_scalar(alpha) or not (beta == 0.0 and type(beta) is float or _plain_scalar(beta)):
+        return None
+    return ta, tb, a_rows, a_cols, b_rows, b_cols
+
+
+def _sgemm_plain(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any,
+                 A: Any, lda: Any, B: Any, ldb: Any, beta: Any, C: Any, ldc: Any) -> Status | None:
+    shape = _plain_shape(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc)
+    if shape is None:
+        return None
+    c = read_device_span(C)
+    if c is None:
+        return None
+    a = read_device_span(A)
+    if a is None:
+        return None
+    b = read_device_span(B)
+    if b is None:
+        return None
+    ta, tb, a_rows, a_cols, b_rows, b_cols = shape
+    return _launch_plain(handle, ta, tb, m, n, k, alpha, a, lda, a_rows, a_cols, b, ldb, b_rows, b_cols,
+                         beta, c, ldc)
+
+
+def sgemm_operands_plain(handle: Any, transa: str, transb: str, m: int, n: int, k: int, alpha: Any,
+                         a: tuple, lda: int, b: tuple, ldb: int, beta: Any, c: tuple,
+                         ldc: int) -> Status | None:
+    """:func:`_sgemm_plain` for arrays already read, as :class:`Operand` or as tuples in its
+    field order (what ``gemm`` has)."""
+    shape = _plain_shape(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc)
+    if shape is None or a[5] or b[5] or c[5] or not (a[0] and b[0] and c[0]):  # read-only or empty
+        return None
+    ta, tb, a_rows, a_cols, b_rows, b_cols = shape
+    return _launch_plain(handle, ta, tb, m, n, k, alpha, (a[0], a[1], a[4]), lda, a_rows, a_cols,
+                         (b[0], b[1], b[4]), ldb, b_rows, b_cols, beta, (c[0], c[1], c[4]), ldc)
+
+
+def _launch_plain(handle: Handle, ta: str, tb: str, m: int, n: int, k: int, alpha: float,
+                  a: tuple, lda: int, a_rows: int, a_cols: int, b: tuple, ldb: int, b_rows: int,
+                  b_cols: int, beta: float, c: tuple, ldc: int) -> Status | None:
+    """The launch of a plain call whose arrays are read as ``(ptr, extent, device, ...)``;
+    None when a condition of the contract is not plainly met (see above)."""
+    device = handle.device
+    a_ptr, a_extent, a_device = a[0], a[1], a[2]
+    b_ptr, b_extent, b_device = b[0], b[1], b[2]
+    c_ptr, c_extent, c_device = c[0], c[1], c[2]
+    a_needed = (a_cols - 1) * lda + a_rows
+    b_needed = (b_cols - 1) * ldb + b_rows
+    c_needed = (n - 1) * ldc + m
+    if (a_extent < a_needed or b_extent < b_needed or c_extent < c_needed
+            or a_device != device or b_device != device or c_device != device
+            or (a_ptr < c_ptr + 4 * c_needed and c_ptr < a_ptr + 4 * a_needed)
+            or (b_ptr < c_ptr + 4 * c_needed and c_ptr < b_ptr + 4 * b_needed)):
+        return None
+    config = _launch_config(handle, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
+    if config is None:
+        return None
+    loaded, grid = config
+    _, raw_stream, stream = handle._stream
+    # On its own stream a kernel runs in that stream's context, which Handle.set_stream checked
+    # is the handle's; the default streams run in the current context.
+    return _enqueue(handle, raw_stream <= 2, launch_gemm, stream, loaded, grid, m, n, k, alpha,
+                    a_ptr, a_extent, lda, b_ptr, b_extent, ldb, beta, c_ptr, c_extent, ldc)
 
 
 class Explanation(NamedTuple):

@@ -1,7 +1,9 @@
 """What the process can see of CUDA devices: presence, compute capability, contexts.
 
-Everything here is cheap after the first call; the hot path of :func:`sgblas.sgemm` only uses
-:func:`current_context_handle` and :func:`pointer_device`.
+Everything goes through the driver (:mod:`sgblas.driver`), never through Numba, so none of it
+imports Numba or creates a context unasked; all is cheap after the first call. The hot path of
+:func:`sgblas.sgemm` only uses :func:`current_context_handle` (default streams) and
+:func:`pointer_device` (once per array object).
 """
 
 from __future__ import annotations
@@ -32,14 +34,7 @@ def device_count() -> int:
     """Number of usable CUDA devices (1 under the simulator, 0 without a driver or GPU)."""
     if SIMULATOR:
         return 1
-    try:
-        from numba import cuda
-
-        if not cuda.is_available():
-            return 0
-        return len(cuda.gpus)
-    except Exception:  # a broken driver is "no device" to the caller, not a crash
-        return 0
+    return _driver.device_count()
 
 
 @functools.cache
@@ -47,32 +42,32 @@ def compute_capability(device: int) -> tuple[int, int]:
     """(major, minor) of ``device``; :data:`SIMULATED_CC` under the simulator."""
     if SIMULATOR:
         return SIMULATED_CC
-    from numba import cuda
-
-    return tuple(cuda.gpus[device].compute_capability)
+    return _driver.device_cc(device)
 
 
 def current_device() -> int:
-    """Ordinal of the calling thread's current device (initialising its primary context)."""
+    """Ordinal of the device of the calling thread's current context; 0 when it has none.
+
+    Creates no context (as ``cudaGetDevice``, which also answers 0 before any work).
+    """
     if SIMULATOR:
         return 0
-    from numba import cuda
-
-    return cuda.get_current_device().id
+    ordinal = _driver.context_device()
+    return 0 if ordinal is None else ordinal
 
 
 @functools.cache
 def primary_context_handle(device: int) -> int:
-    """The driver handle of ``device``'s primary context, retained through Numba."""
-    from numba import cuda
+    """The driver handle of ``device``'s primary context, retained once per process.
 
-    with cuda.gpus[device]:
-        return int(cuda.current_context().handle)
+    It is the context Numba, CuPy and PyTorch use on that device, so their arrays and
+    streams belong to it.
+    """
+    return _driver.primary_context_retain(device)
 
 
-def current_context_handle() -> int:
-    """The calling thread's current driver context, 0 when it has none."""
-    return _driver.current_context()
+#: The calling thread's current driver context, 0 when it has none.
+current_context_handle = _driver.current_context
 
 
 _DEVICE_MEMORY = (_driver.CU_MEMORYTYPE_DEVICE, _driver.CU_MEMORYTYPE_UNIFIED)
@@ -91,17 +86,5 @@ def pointer_device(ptr: int) -> int | None:
     return attributes[1]
 
 
-def push_context(context: int) -> None:
-    """Make ``context`` current for the calling thread (undo with :func:`pop_context`)."""
-    from cuda.bindings import driver
-
-    (err,) = driver.cuCtxPushCurrent(driver.CUcontext(context))
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuCtxPushCurrent failed with {err!r}")
-
-
-def pop_context() -> None:
-    """Restore the context that was current before :func:`push_context`."""
-    from cuda.bindings import driver
-
-    driver.cuCtxPopCurrent()
+push_context = _driver.push_context
+pop_context = _driver.pop_context

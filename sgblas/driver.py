@@ -1,15 +1,16 @@
-"""The three CUDA driver calls on sgemm's hot path, bound directly with ctypes.
+"""The CUDA driver calls sgblas makes, bound directly to ``libcuda`` with ctypes.
 
-``cuda.bindings`` wraps every argument and result in Python objects: on the H200's host one
-``cuPointerGetAttributes`` through it took 2.8 us and a launch 9.4 us with a packed buffer
-(16 us through ``cuda.core.launch``; ``perf/launch_paths.py``). Here the same calls go straight
-into ``libcuda`` through ctypes with preallocated buffers. Everything else (contexts, streams,
-modules) still goes through Numba and ``cuda.core``. Thread safety: the output and parameter
-buffers are per thread.
+Going through ``libcuda`` rather than Numba or ``cuda.bindings`` keeps ``import sgblas`` free of
+both (``import numba.cuda`` alone costs 0.5-0.8 s) and keeps the per-call path short:
+``cuda.bindings`` wraps every argument and result in Python objects (on the H200's host one
+``cuPointerGetAttributes`` took 2.8 us through it and a launch 9.4 us with a packed buffer,
+16 us through ``cuda.core.launch``; ``perf/launch_paths.py``). Kernels are loaded from cubins
+as context-independent ``CUlibrary``/``CUkernel`` handles (CUDA 12.0+), so loading them needs
+no context. Thread safety: output and parameter buffers are per thread.
 
-On a two-GPU H200 machine, the earlier query through ``cuda.bindings``' ``cuPointerGetAttributes``
-gave device 0 for memory allocated on device 1 (the cause was not isolated); this one gives
-device 1 (tests/test_multigpu.py).
+On a two-GPU H200 machine the pointer query through ``cuda.bindings`` gave device 0 for memory
+allocated on device 1 (the cause was not isolated); this one gives device 1
+(tests/test_multigpu.py).
 """
 
 from __future__ import annotations
@@ -18,13 +19,37 @@ import ctypes
 import struct
 import threading
 
-__all__ = ["current_context", "pointer_attributes", "launch", "ParamLayout", "DriverError"]
+__all__ = [
+    "DriverError",
+    "available",
+    "device_count",
+    "device_cc",
+    "device_name",
+    "primary_context_retain",
+    "current_context",
+    "context_device",
+    "stream_context",
+    "push_context",
+    "pop_context",
+    "pointer_attributes",
+    "library_load",
+    "library_kernel",
+    "kernel_attribute",
+    "launch",
+    "as_pointer",
+    "ParamLayout",
+]
 
-# CUpointer_attribute and CUmemorytype values from cuda.h (stable ABI).
+# Values from cuda.h (stable ABI).
 CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 CU_MEMORYTYPE_DEVICE = 2
 CU_MEMORYTYPE_UNIFIED = 4
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3
+CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 
 
 class DriverError(RuntimeError):
@@ -42,18 +67,127 @@ class DriverError(RuntimeError):
 
 
 _libcuda = None
+_init_code: int | None = None
+_init_lock = threading.Lock()
+
+_P = ctypes.c_void_p
+_PP = ctypes.POINTER(ctypes.c_void_p)
+_INT_P = ctypes.POINTER(ctypes.c_int)
+
+
+def _bind(lib) -> None:
+    # ``_v2`` names are what cuda.h maps these calls to; the unsuffixed ones are older ABIs.
+    signatures = {
+        "cuInit": [ctypes.c_uint],
+        "cuDeviceGetCount": [_INT_P],
+        "cuDeviceGet": [_INT_P, ctypes.c_int],
+        "cuDeviceGetAttribute": [_INT_P, ctypes.c_int, ctypes.c_int],
+        "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+        "cuDevicePrimaryCtxRetain": [_PP, ctypes.c_int],
+        "cuCtxGetCurrent": [_PP],
+        "cuCtxGetDevice": [_INT_P],
+        "cuCtxPushCurrent_v2": [_P],
+        "cuCtxPopCurrent_v2": [_PP],
+        "cuStreamGetCtx": [_P, _PP],
+        "cuPointerGetAttributes": [ctypes.c_uint, _INT_P, _PP, ctypes.c_uint64],
+        "cuLibraryLoadData": [_PP, ctypes.c_char_p, _P, _P, ctypes.c_uint, _P, _P, ctypes.c_uint],
+        "cuLibraryGetKernel": [_PP, _P, ctypes.c_char_p],
+        "cuKernelGetAttribute": [_INT_P, ctypes.c_int, _P, ctypes.c_int],
+        "cuLaunchKernel": [_P] + [ctypes.c_uint] * 7 + [_P] * 3,
+        "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+        # The driver's JIT linker, used only by perf/linkers.py to compare linkers.
+        "cuLinkCreate_v2": [ctypes.c_uint, _P, _P, _PP],
+        "cuLinkAddData_v2": [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                             ctypes.c_uint, _P, _P],
+        "cuLinkComplete": [_P, _PP, ctypes.POINTER(ctypes.c_size_t)],
+        "cuLinkDestroy": [_P],
+    }
+    for name, argtypes in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes = argtypes
+        function.restype = ctypes.c_int
+
+
+_query = None  # the same library as a PyDLL: the GIL stays held through short queries
+_raw_launch = None  # cuLaunchKernel with no argtypes: arguments arrive as ready ctypes objects
 
 
 def _lib():
-    global _libcuda
+    global _libcuda, _query, _raw_launch
     if _libcuda is None:
         lib = ctypes.CDLL("libcuda.so.1")
-        lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-        lib.cuPointerGetAttributes.argtypes = [ctypes.c_uint, ctypes.POINTER(ctypes.c_int),
-                                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64]
-        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        _bind(lib)
+        # Per call, ctypes' argtypes conversions cost more than the calls themselves on the
+        # H200's host (perf/launch_paths.py: a launch 11.3 us with argtypes, 7.6 us with
+        # arguments built beforehand; cuCtxGetCurrent 1.6 us through CDLL, 0.75 us through
+        # PyDLL, which skips releasing and retaking the GIL). The hot calls therefore go
+        # through separate handles: queries through a PyDLL (they never block), the launch
+        # (which may wait for room in a full launch queue) through a CDLL, releasing the GIL.
+        query = ctypes.PyDLL("libcuda.so.1")
+        _bind(query)
+        raw = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        raw.restype = ctypes.c_int
+        _query, _raw_launch = query, raw
         _libcuda = lib
     return _libcuda
+
+
+def _check(call: str, code: int) -> None:
+    if code != 0:
+        raise DriverError(call, code)
+
+
+def available() -> bool:
+    """Whether the driver loads and ``cuInit`` succeeds (False without a driver or a GPU)."""
+    global _init_code
+    if _init_code is None:
+        with _init_lock:
+            if _init_code is None:
+                try:
+                    _init_code = _lib().cuInit(0)
+                except (OSError, AttributeError):  # no libcuda, or one too old for these calls
+                    _init_code = -1
+    return _init_code == 0
+
+
+def device_count() -> int:
+    """Number of devices the driver exposes (0 when it is unavailable)."""
+    if not available():
+        return 0
+    count = ctypes.c_int()
+    if _lib().cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def _device(ordinal: int) -> int:
+    dev = ctypes.c_int()
+    _check("cuDeviceGet", _lib().cuDeviceGet(ctypes.byref(dev), ordinal))
+    return dev.value
+
+
+def device_cc(ordinal: int) -> tuple[int, int]:
+    """(major, minor) compute capability of device ``ordinal``; needs no context."""
+    dev = _device(ordinal)
+    out = []
+    for attribute in (CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
+        value = ctypes.c_int()
+        _check("cuDeviceGetAttribute", _lib().cuDeviceGetAttribute(ctypes.byref(value), attribute, dev))
+        out.append(value.value)
+    return out[0], out[1]
+
+
+def device_name(ordinal: int) -> str:
+    buf = ctypes.create_string_buffer(256)
+    _check("cuDeviceGetName", _lib().cuDeviceGetName(buf, 256, _device(ordinal)))
+    return buf.value.decode(errors="replace")
+
+
+def primary_context_retain(ordinal: int) -> int:
+    """Retain device ``ordinal``'s primary context (the one Numba, CuPy and PyTorch use)."""
+    ctx = ctypes.c_void_p()
+    _check("cuDevicePrimaryCtxRetain", _lib().cuDevicePrimaryCtxRetain(ctypes.byref(ctx), _device(ordinal)))
+    return ctx.value or 0
 
 
 _tls = threading.local()
@@ -61,12 +195,49 @@ _tls = threading.local()
 
 def current_context() -> int:
     """The calling thread's current ``CUcontext`` (0 when none)."""
-    out = getattr(_tls, "ctx", None)
-    if out is None:
-        out = _tls.ctx = ctypes.c_void_p()
-    if _lib().cuCtxGetCurrent(ctypes.byref(out)) != 0:
+    try:
+        out, ref = _tls.ctx
+    except AttributeError:
+        _lib()
+        out = ctypes.c_void_p()
+        ref = ctypes.byref(out)
+        _tls.ctx = (out, ref)
+    if _query.cuCtxGetCurrent(ref) != 0:
         return 0
     return out.value or 0
+
+
+def context_device() -> int | None:
+    """The ordinal of the current context's device, None when the thread has no context."""
+    if not available() or current_context() == 0:
+        return None
+    dev = ctypes.c_int()
+    if _lib().cuCtxGetDevice(ctypes.byref(dev)) != 0:
+        return None
+    # A CUdevice is its ordinal in every driver so far; map it back properly all the same.
+    for ordinal in range(device_count()):
+        if _device(ordinal) == dev.value:
+            return ordinal
+    return None
+
+
+def stream_context(stream: int) -> int:
+    """The context ``stream`` (a raw ``CUstream`` other than the default-stream handles)
+    belongs to."""
+    ctx = ctypes.c_void_p()
+    _check("cuStreamGetCtx", _lib().cuStreamGetCtx(stream, ctypes.byref(ctx)))
+    return ctx.value or 0
+
+
+def push_context(context: int) -> None:
+    """Make ``context`` current for the calling thread (undo with :func:`pop_context`)."""
+    _check("cuCtxPushCurrent", _lib().cuCtxPushCurrent_v2(context))
+
+
+def pop_context() -> None:
+    """Restore the context that was current before :func:`push_context`."""
+    popped = ctypes.c_void_p()
+    _check("cuCtxPopCurrent", _lib().cuCtxPopCurrent_v2(ctypes.byref(popped)))
 
 
 _ATTRIBUTES = (ctypes.c_int * 2)(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
@@ -84,9 +255,37 @@ def pointer_attributes(ptr: int) -> tuple[int, int] | None:
         bufs = _tls.ptr_bufs = (mem_type, ordinal, data)
     mem_type, ordinal, data = bufs
     mem_type.value, ordinal.value = 0, -1
-    if _lib().cuPointerGetAttributes(2, _ATTRIBUTES, data, ptr) != 0:
+    _lib()
+    if _query.cuPointerGetAttributes(2, _ATTRIBUTES, data, ptr) != 0:
         return None
     return mem_type.value, ordinal.value
+
+
+def library_load(image: bytes) -> int:
+    """Load a cubin as a context-independent ``CUlibrary``; returns its handle.
+
+    The image is copied by the driver; modules are created in each context when first used.
+    """
+    if not available():
+        raise DriverError("cuInit", _init_code if _init_code is not None else -1)
+    lib = ctypes.c_void_p()
+    _check("cuLibraryLoadData", _lib().cuLibraryLoadData(ctypes.byref(lib), image, None, None, 0, None, None, 0))
+    return lib.value or 0
+
+
+def library_kernel(library: int, name: str) -> int:
+    """The ``CUkernel`` named ``name`` (its mangled entry name) in ``library``."""
+    kernel = ctypes.c_void_p()
+    _check("cuLibraryGetKernel", _lib().cuLibraryGetKernel(ctypes.byref(kernel), library, name.encode()))
+    return kernel.value or 0
+
+
+def kernel_attribute(kernel: int, attribute: int, ordinal: int) -> int:
+    """A ``CUfunction_attribute`` of ``kernel`` as loaded for device ``ordinal``."""
+    value = ctypes.c_int()
+    _check("cuKernelGetAttribute",
+           _lib().cuKernelGetAttribute(ctypes.byref(value), attribute, kernel, _device(ordinal)))
+    return value.value
 
 
 class ParamLayout:
@@ -96,35 +295,42 @@ class ParamLayout:
     def __init__(self, fmt: str, offsets: tuple[int, ...]) -> None:
         self._struct = struct.Struct(fmt)
         self._offsets = offsets
-        self._key = object()
+        self._attribute = f"layout_{id(self):x}"
 
     def buffers(self):
-        """This thread's (packing buffer, address of its void* array)."""
-        cache = getattr(_tls, "layouts", None)
-        if cache is None:
-            cache = _tls.layouts = {}
-        bufs = cache.get(self._key)
+        """This thread's (packing buffer, its void* array, that array's address as a c_void_p)."""
+        bufs = getattr(_tls, self._attribute, None)
         if bufs is None:
             storage = (ctypes.c_char * self._struct.size)()
             base = ctypes.addressof(storage)
             pointers = (ctypes.c_void_p * len(self._offsets))(*(base + o for o in self._offsets))
-            bufs = cache[self._key] = (storage, pointers, ctypes.addressof(pointers))
+            bufs = (storage, pointers, ctypes.c_void_p(ctypes.addressof(pointers)))
+            setattr(_tls, self._attribute, bufs)
         return bufs
 
-    def pack(self, *values) -> int:
+    def pack(self, *values) -> ctypes.c_void_p:
         """Pack ``values`` into this thread's buffer; returns the ``void**`` to launch with."""
         storage, _pointers, address = self.buffers()
         self._struct.pack_into(storage, 0, *values)
         return address
 
 
-def launch(function: int, grid: tuple, block: tuple, stream: int, params: int) -> None:
-    """``cuLaunchKernel`` on ``stream`` (raises :class:`DriverError` on failure).
+def as_pointer(value: int) -> ctypes.c_void_p:
+    """A handle (CUkernel, CUstream) as the ready pointer argument :func:`launch` takes."""
+    return ctypes.c_void_p(value or None)
 
-    ``function`` may be a ``CUfunction`` or a ``CUkernel`` (accepted since CUDA 12.0; it then
-    runs in the calling thread's current context).
+
+def launch(function: ctypes.c_void_p, grid: tuple, block: tuple, stream: ctypes.c_void_p,
+           params: ctypes.c_void_p) -> None:
+    """``cuLaunchKernel`` (raises :class:`DriverError` on failure).
+
+    ``function``, ``stream`` and ``params`` are ``ctypes.c_void_p`` (see :func:`as_pointer`,
+    :meth:`ParamLayout.pack`); ``grid`` and ``block`` ints below 2**31. ``function`` is a
+    ``CUkernel`` (accepted since CUDA 12.0): it runs in the context of ``stream``, or in the
+    calling thread's current context for a default stream.
     """
-    code = _lib().cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                 0, stream, params, None)
+    if _raw_launch is None:
+        _lib()
+    code = _raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream, params, None)
     if code != 0:
         raise DriverError("cuLaunchKernel", code)

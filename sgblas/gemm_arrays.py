@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sgblas.api import _Failure, execute, last_error_message, validate
+from sgblas.api import _Failure, execute, last_error_message, sgemm_operands_plain, validate
 from sgblas.enums import Status
 from sgblas.errors import InvalidValueError, SgblasError, status_error
 from sgblas.handle import Handle
-from sgblas.operands import Operand, column_major_view, read_operand
+from sgblas.operands import Operand, matrix_view, read_device_span, read_operand
 
 __all__ = ["gemm", "default_handle"]
 
@@ -49,14 +49,20 @@ def _allocate_like(a: Any, rows: int, cols: int, handle: Handle) -> Any:
                                  stream=cuda.external_stream(handle.stream_handle) if handle.stream_handle else 0)
 
 
-def _operand(x: Any, name: str) -> tuple[Operand, tuple[int, int, bool]]:
-    op = read_operand(x, name)
-    if isinstance(op, str):
-        raise InvalidValueError(op)
-    view = column_major_view(op, name)
+def _operand(x: Any, name: str) -> tuple[tuple, tuple[int, int, bool]]:
+    """``x`` read once, as a tuple in :class:`Operand`'s field order, and its column-major view."""
+    span = read_device_span(x)  # the three common libraries, without building an Operand
+    if span is not None and span[2] is not None:
+        ptr, extent, device, shape, strides = span
+        read = (ptr, extent, shape, strides, device, False, x)
+    else:
+        read = read_operand(x, name)
+        if isinstance(read, str):
+            raise InvalidValueError(read)
+    view = matrix_view(read[2], read[3], name)
     if isinstance(view, str):
         raise InvalidValueError(view)
-    return op, view
+    return read, view
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
@@ -76,16 +82,16 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
         handle = default_handle()
     a_op, (a_rows, lda, a_t) = _operand(a, "a")
     b_op, (b_rows, ldb, b_t) = _operand(b, "b")
-    m, k = a_op.shape[::-1] if trans_a else a_op.shape
-    k_b, n = b_op.shape[::-1] if trans_b else b_op.shape
+    m, k = a_op[2][::-1] if trans_a else a_op[2]
+    k_b, n = b_op[2][::-1] if trans_b else b_op[2]
     if k != k_b:
         raise InvalidValueError(f"op(a) is {m}x{k} but op(b) is {k_b}x{n}: inner dimensions {k} and {k_b} differ")
     if c is None:
         c = _allocate_like(a, m, n, handle)
         beta = 0.0
     c_op, (c_rows, ldc, c_t) = _operand(c, "c")
-    if tuple(c_op.shape) != (m, n):
-        raise InvalidValueError(f"c has shape {tuple(c_op.shape)} but op(a) @ op(b) is {m}x{n}")
+    if tuple(c_op[2]) != (m, n):
+        raise InvalidValueError(f"c has shape {tuple(c_op[2])} but op(a) @ op(b) is {m}x{n}")
     # A buffer read column-major is x when not transposed and x^T when it is (C order), so
     # op(x) needs a BLAS transpose exactly when trans_x differs from the buffer's transposition.
     ta = "T" if bool(trans_a) != a_t else "N"
@@ -98,6 +104,13 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
         flip = {"N": "T", "T": "N"}
         args = (flip[tb], flip[ta], n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
         operands, names = (b_op, a_op, c_op), ("b", "a", "c")
+    status = sgemm_operands_plain(handle, *args[:6], operands[0], args[7], operands[1], args[9], args[10],
+                                  operands[2], args[12])
+    if status is not None:  # a plain call, launched (or its launch failed)
+        if status is not Status.SUCCESS:
+            raise SgblasError(status, last_error_message() or f"sgemm returned {status.name}")
+        return c
+    operands = tuple(op if type(op) is Operand else Operand(*op) for op in operands)
     result = validate(handle, *args, operands=operands, names=names)
     if isinstance(result, _Failure):
         raise status_error(result.status, result.message)

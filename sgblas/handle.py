@@ -5,11 +5,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from sgblas.driver import CUDA_ERROR_NO_BINARY_FOR_GPU, DriverError, as_pointer, stream_context
 from sgblas.device import SIMULATOR, compute_capability, current_device, device_count, primary_context_handle
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
 
 __all__ = ["Handle", "stream_handle"]
+
+#: The legacy (0 and 1) and per-thread (2) default-stream handles: they run in whichever
+#: context is current, so a call on them makes the handle's context current first.
+_DEFAULT_STREAMS = (0, 1, 2)
 
 
 def stream_handle(stream: Any) -> int:
@@ -79,10 +84,12 @@ class Handle:
         try:
             self._kernels = loaded_kernels(device)
         except Exception as exc:
-            if type(exc).__name__ == "CCSupportError":  # numba.cuda.cudadrv.error
+            # Numba's compiler cannot target the device (numba.cuda.cudadrv.error), or the
+            # driver finds no code for it in a cubin.
+            if type(exc).__name__ == "CCSupportError" or getattr(exc, "code", None) == CUDA_ERROR_NO_BINARY_FOR_GPU:
                 raise SgblasError(Status.ARCH_MISMATCH,
                                   f"device {device} has compute capability {self.cc[0]}.{self.cc[1]}, "
-                                  f"which the installed CUDA compiler cannot target: {exc}") from exc
+                                  f"which sgblas's kernels cannot be built or loaded for: {exc}") from exc
             raise SgblasError(Status.INTERNAL_ERROR,
                               f"loading sgblas's kernels for device {device} failed: {exc}") from exc
         self._stream = None
@@ -96,7 +103,18 @@ class Handle:
         if SIMULATOR:  # the simulated launch takes the stream object itself
             launch_stream = stream if stream is not None and not isinstance(stream, int) else 0
         else:
-            launch_stream = raw
+            launch_stream = as_pointer(raw)  # the ready argument of driver.launch
+            if raw not in _DEFAULT_STREAMS:
+                # A kernel launched on a stream runs in the stream's context, so a stream of
+                # another device (or context) would run sgblas's kernels away from the memory
+                # this handle checks operands against.
+                try:
+                    owner = stream_context(raw)
+                except DriverError as exc:
+                    raise InvalidValueError(f"stream {raw:#x} is not a stream the driver knows: {exc}") from exc
+                if owner != self._context:
+                    raise InvalidValueError(f"stream {raw:#x} belongs to another context than device "
+                                            f"{self.device}'s primary context, which this handle uses")
         # One tuple assignment, so a concurrent call sees either the old or the new stream.
         self._stream = (stream, raw, launch_stream)
 

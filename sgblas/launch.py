@@ -1,12 +1,12 @@
 """The lowest-level launch path: parameters packed once into a reused buffer, one
 ``cuLaunchKernel`` through ctypes.
 
-Numba's ``kernel[grid, block, stream](...)`` wraps every argument on every call (about 80 us on
-the H200's host), ``cuda.core.launch`` with a prebuilt argument tuple about 16 us, the same
-launch through ``cuda.bindings`` with a packed buffer about 9 us (``perf/launch_paths.py``).
-Here the arguments, already in Numba's kernel ABI, are packed with one ``struct.pack_into`` into
-a per-thread buffer whose ``void**`` array is built once, and ``cuLaunchKernel`` is called
-directly. Under the simulator the same call goes through Numba's simulated launch on views of
+Numba's ``kernel[grid, block, stream](...)`` wraps every argument on every call (73-91 us on
+the H200's host), ``cuda.core.launch`` 13-15 us, ``cuda.bindings``' ``cuLaunchKernel`` with a
+packed buffer 8-10 us (``perf/launch_paths.py``). Here the arguments, already in Numba's kernel
+ABI, are packed with one ``struct.pack_into`` into a per-thread buffer whose ``void**`` array
+is built once, and ``cuLaunchKernel`` is called through ctypes with every pointer argument a
+ready ``c_void_p`` (7.6 us). Under the simulator the same call goes through Numba's simulated launch on views of
 host memory.
 """
 
@@ -49,7 +49,8 @@ def _host_view(ptr: int, extent: int):
 def launch_gemm(stream: Any, loaded: Any, grid: tuple, m: int, n: int, k: int, alpha: float,
                 a_ptr: int, a_extent: int, lda: int, b_ptr: int, b_extent: int, ldb: int,
                 beta: float, c_ptr: int, c_extent: int, ldc: int) -> None:
-    """Enqueue ``loaded`` (a GEMM variant) on ``stream`` (a raw handle) over ``grid``."""
+    """Enqueue ``loaded`` (a GEMM variant) on ``stream`` over ``grid``; ``stream`` is what the
+    handle holds: a ``ctypes.c_void_p`` (the simulator: a stream object or 0)."""
     if SIMULATOR:
         loaded.dispatcher[grid, loaded.block, stream or 0](
             m, n, k, alpha, _host_view(a_ptr, a_extent), lda, _host_view(b_ptr, b_extent), ldb,
@@ -59,14 +60,14 @@ def launch_gemm(stream: Any, loaded: Any, grid: tuple, m: int, n: int, k: int, a
                               0, 0, a_extent, 4, a_ptr, a_extent, 4, lda,
                               0, 0, b_extent, 4, b_ptr, b_extent, 4, ldb, beta,
                               0, 0, c_extent, 4, c_ptr, c_extent, 4, ldc)
-    driver.launch(loaded.function, grid, loaded.block, stream, params)
+    driver.launch(loaded.c_function, grid, loaded.block, stream, params)
 
 
 def launch_scale(stream: Any, loaded: Any, grid: tuple, m: int, n: int, beta: float,
                  c_ptr: int, c_extent: int, ldc: int) -> None:
-    """Enqueue the C = beta*C kernel on ``stream`` (a raw handle) over ``grid``."""
+    """Enqueue the C = beta*C kernel on ``stream`` (as in :func:`launch_gemm`) over ``grid``."""
     if SIMULATOR:
         loaded.dispatcher[grid, loaded.block, stream or 0](m, n, beta, _host_view(c_ptr, c_extent), ldc)
         return
     params = SCALE_PARAMS.pack(m, n, beta, 0, 0, c_extent, 4, c_ptr, c_extent, 4, ldc)
-    driver.launch(loaded.function, grid, loaded.block, stream, params)
+    driver.launch(loaded.c_function, grid, loaded.block, stream, params)

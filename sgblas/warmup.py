@@ -1,12 +1,12 @@
 """``python -m sgblas.warmup``: compile and cache every kernel variant, the install-time step.
 
 For the current device (or ``--device N``) every variant the dispatcher can choose is compiled
-with its explicit signature and written to the on-disk cache (or found there), one line per
-kernel with its time; variants missing from the cache compile in parallel worker processes
-first. A second run finds everything cached. ``--cc 80,89,90`` additionally
-compiles each variant's PTX for those compute capabilities, which needs no device and proves
-the kernels build there; numba-cuda keys its disk cache by the *present* device, so entries for
-an absent compute capability cannot be written ahead and are reported as "checked, not cached".
+with its explicit signature and stored as a cubin in sgblas's cache (or found there), one line
+per kernel with its time; variants missing from the cache compile in parallel worker processes.
+``--cc 80,89,90`` does the same for other compute capabilities, which needs no device when
+nvJitLink is installed (it comes with ``numba-cuda[cu13]``); without it an absent
+compute capability is compiled to PTX only and reported as "checked, not cached".
+``--rebuild`` ignores what the cache holds. A second run finds everything cached.
 The cache directory is ``SGBLAS_CACHE_DIR`` when set (see :mod:`sgblas.kernel_cache`).
 """
 
@@ -26,49 +26,65 @@ def _parse_ccs(text: str) -> list[tuple[int, int]]:
     return ccs
 
 
-def _warm_device(device: int) -> int:
+def _line(report) -> str:
+    return f"  {report.source:<22} {report.name:<40} {report.seconds:6.2f} s"
+
+
+def _warm_device(device: int, rebuild: bool) -> int:
+    from sgblas import driver
     from sgblas.device import compute_capability
     from sgblas.dispatch.compiled import load_device
-    from sgblas.kernel_cache import cache_path
+    from sgblas.kernel_cache import cache_dir
 
     cc = compute_capability(device)
     print(f"device {device} (cc {cc[0]}.{cc[1]}):")
-    compiled = []
+    compiled = set()
 
     def progress(report):
-        if report.source.startswith("compiled"):
-            compiled.append(report.name)
-        print(f"  {report.source:<22} {report.name:<40} {report.seconds:6.2f} s", flush=True)
+        if report.source.startswith("compiled") or report.source == "rebuilt":
+            compiled.add(report.name)
+        print(_line(report), flush=True)
 
-    table = load_device(device, progress)
-    paths = sorted({p for p in (cache_path(k.dispatcher) for k in table.values()) if p})
-    print(f"  {len(table)} variants ready: {len(set(compiled))} compiled now, "
-          f"{len(table) - len(set(compiled))} were already in the cache")
-    for path in paths:
-        print(f"  cached in {path}")
+    table = load_device(device, progress, rebuild=rebuild)
+    for loaded in table.values():
+        try:
+            regs = driver.kernel_attribute(loaded.function, driver.CU_FUNC_ATTRIBUTE_NUM_REGS, device)
+            local = driver.kernel_attribute(loaded.function, driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, device)
+            print(f"  {loaded.name:<40} {regs} registers, {local} bytes of local memory per thread")
+        except driver.DriverError as exc:  # informative only
+            print(f"  {loaded.name:<40} attributes unavailable: {exc}")
+    print(f"  {len(table)} variants ready: {len(compiled)} compiled now, "
+          f"{len(table) - len(compiled)} were already in the cache")
+    print(f"  cached in {cache_dir()}")
     return 0
 
 
-def _check_cc(cc: tuple[int, int]) -> int:
-    from numba import cuda
+def _warm_cc(cc: tuple[int, int], rebuild: bool) -> int:
+    """Cache every variant for a compute capability no present device needs to have."""
+    from sgblas import kernel_cache
+    from sgblas.dispatch.compiled import compile_in_workers, compile_variant, variants
 
-    from sgblas.dispatch.compiled import variants
-    from sgblas.kernels.abi import GEMM_SIGNATURE, SCALE_SIGNATURE
-
-    print(f"cc {cc[0]}.{cc[1]} (no device needed):")
+    print(f"cc {cc[0]}.{cc[1]}:")
+    names = [name for name, _, _ in variants()]
+    missing = [n for n in names if rebuild or kernel_cache.read(n, cc) is None]
+    for name in names:
+        if name not in missing:
+            print(f"  {'cache':<22} {name:<40} {0.0:6.2f} s")
+    done = set()
+    if len(missing) > 1:
+        for report in compile_in_workers([(n, cc) for n in missing], None):
+            done.add(report.name)
+            print(_line(report), flush=True)
     failures = 0
-    for name, module, pair in variants():
-        dispatcher = module.kernel(*pair) if pair is not None else module.kernel()
-        signature = GEMM_SIGNATURE if pair is not None else SCALE_SIGNATURE
-        t0 = time.perf_counter()
+    for name in missing:
+        if name in done:
+            continue
         try:
-            cuda.compile_ptx(dispatcher.py_func, signature.args, cc=cc,
-                             launch_bounds=getattr(module, "LAUNCH_BOUNDS", None))
-            verdict = "checked, not cached"
+            print(_line(compile_variant(name, cc)), flush=True)
         except Exception as exc:
-            verdict = f"FAILED: {type(exc).__name__}: {exc}".splitlines()[0]
             failures += 1
-        print(f"  {verdict:<20} {name:<40} {time.perf_counter() - t0:6.2f} s", flush=True)
+            print(f"  FAILED {name}: {type(exc).__name__}: {exc}".splitlines()[0], flush=True)
+    print(f"  cached in {kernel_cache.cache_dir()}")
     return failures
 
 
@@ -76,31 +92,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sgblas.warmup", description=__doc__.splitlines()[0])
     parser.add_argument("--device", type=int, default=None, help="device ordinal (default: the current device)")
     parser.add_argument("--cc", type=_parse_ccs, default=[], help="other compute capabilities, e.g. 80,89,90")
+    parser.add_argument("--rebuild", action="store_true", help="compile every variant again")
     parser.add_argument("--variant", default=None, help="compile only this variant (what parallel workers run)")
     args = parser.parse_args(argv)
-    if args.variant is not None:
-        from sgblas.device import current_device
+    from sgblas.device import SIMULATOR, compute_capability, current_device, device_count
+
+    if args.variant is not None:  # a worker: one variant, one compute capability, into the cache
         from sgblas.dispatch.compiled import compile_variant
 
-        report = compile_variant(current_device() if args.device is None else args.device, args.variant)
+        cc = args.cc[0] if args.cc else compute_capability(current_device() if args.device is None else args.device)
+        report = compile_variant(args.variant, cc, args.device)
         print(f"{report.source} {report.name} {report.seconds:.2f} s")
         return 0
     t0 = time.perf_counter()
-    from sgblas.device import SIMULATOR, current_device, device_count
-
     if SIMULATOR:
         print("the CUDA simulator compiles nothing; there is nothing to warm up")
         return 0
     status = 0
+    present = None
     if device_count() > 0:
-        status |= _warm_device(current_device() if args.device is None else args.device)
+        device = current_device() if args.device is None else args.device
+        present = compute_capability(device)
+        status |= _warm_device(device, args.rebuild)
     elif not args.cc:
-        print("no CUDA device is present; give --cc to check other compute capabilities")
+        print("no CUDA device is present; give --cc to cache kernels for other compute capabilities")
         return 2
     else:
-        print("no CUDA device is present: only --cc checks run")
+        print("no CUDA device is present: caching for the --cc compute capabilities only")
     for cc in args.cc:
-        status |= 1 if _check_cc(cc) else 0
+        if cc != present:
+            status |= 1 if _warm_cc(cc, args.rebuild) else 0
     print(f"done in {time.perf_counter() - t0:.2f} s")
     return status
 

@@ -52,3 +52,14 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return f"sgblas tests: {'real GPU' if GPU_PRESENT else 'CUDA simulator (no GPU found)'}"
+
+
+@pytest.fixture(autouse=True)
+def _forget_array_devices():
+    """Tests that fake the pointer query leave answers behind; no test sees another's."""
+    yield
+    import sys
+
+    operands = sys.modules.get("sgblas.operands")
+    if operands is not None:
+        operands.forget_devices()

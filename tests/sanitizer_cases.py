@@ -2,10 +2,10 @@
 
 Run it under each tool (docs/reliability.md has the exact commands)::
 
-    compute-sanitizer --tool memcheck  --error-exitcode 99 python tests/sanitizer_cases.py
-    compute-sanitizer --tool racecheck --error-exitcode 99 python tests/sanitizer_cases.py
-    compute-sanitizer --tool initcheck --error-exitcode 99 python tests/sanitizer_cases.py --uninitialised-c
-    compute-sanitizer --tool synccheck --error-exitcode 99 python tests/sanitizer_cases.py
+    compute-sanitizer --tool memcheck --error-exitcode 99 --report-api-errors no python tests/sanitizer_cases.py
+    compute-sanitizer --tool racecheck --error-exitcode 99 --report-api-errors no python tests/sanitizer_cases.py
+    compute-sanitizer --tool initcheck --error-exitcode 99 --report-api-errors no python tests/sanitizer_cases.py --uninitialised-c
+    compute-sanitizer --tool synccheck --error-exitcode 99 --report-api-errors no python tests/sanitizer_cases.py
 
 For every GEMM variant in the dispatch table (every module, every transpose pair it
 implements) the script finds shapes that the dispatcher really sends to that variant, using

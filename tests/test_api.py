@@ -141,6 +141,7 @@ def test_memory_of_another_device_is_invalid(handle, case, monkeypatch):
     a_ptr = sgblas.operands.read_operand(case.dA, "A").ptr
     real = sgblas.operands.pointer_device
     monkeypatch.setattr(sgblas.operands, "pointer_device", lambda p: 1 if p == a_ptr else real(p))
+    sgblas.operands.forget_devices()  # the patched query must be asked, not a remembered answer
     assert _call(handle, case) == Status.INVALID_VALUE
     assert "device 1" in sgblas.last_error_message()
     _assert_untouched(case)
@@ -150,6 +151,7 @@ def test_host_memory_pointer_is_invalid(handle, case, monkeypatch):
     import sgblas.operands
 
     monkeypatch.setattr(sgblas.operands, "pointer_device", lambda p: None)
+    sgblas.operands.forget_devices()  # the patched query must be asked, not a remembered answer
     assert _call(handle, case) == Status.INVALID_VALUE
     assert "not in device memory" in sgblas.last_error_message()
     _assert_untouched(case)

@@ -27,6 +27,7 @@ import sgblas.device as device_module
 import sgblas.operands as operands_module
 from sgblas import InvalidValueError, Status
 from sgblas.device import SIMULATOR
+from sgblas.driver import DriverError
 
 from helpers import Case
 
@@ -47,6 +48,7 @@ def _report_device(monkeypatch, devices: dict[int, int]):
     """Make the pointer query say ``devices[ptr]`` for the given pointers (others: as before)."""
     real = operands_module.pointer_device
     monkeypatch.setattr(operands_module, "pointer_device", lambda p: devices.get(p, real(p)))
+    operands_module.forget_devices()  # the patched query must be asked, not a remembered answer
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +109,7 @@ def test_the_check_compares_with_the_handles_device_not_device_0(monkeypatch):
         np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
         if SIMULATOR:  # every pointer on device 1: accepted and computed
             monkeypatch.setattr(operands_module, "pointer_device", lambda p: 1)
+            operands_module.forget_devices()  # the patched query must be asked, not a remembered answer
             assert sgblas.sgemm(h, *case.args(1.0, 0.0)) == Status.SUCCESS, sgblas.last_error_message()
             case.check(1.0, 0.0)
     finally:
@@ -159,8 +162,7 @@ def test_pointer_device_classifies_memory(monkeypatch, driver_module, memtype, o
     assert device_module.pointer_device(0x7F0000001000) == expected
 
 
-def test_pointer_device_of_an_unknown_pointer_is_none(monkeypatch, driver_module):
-    d = driver_module
+def test_pointer_device_of_an_unknown_pointer_is_none(monkeypatch):
     monkeypatch.setattr(device_module, "SIMULATOR", False)
     import sgblas.driver
 
@@ -179,8 +181,7 @@ def test_pointer_device_of_an_unknown_pointer_is_none(monkeypatch, driver_module
 class _FakeContexts:
     """A per-call-stack stand-in for the driver's current context."""
 
-    def __init__(self, d, current: int, push_error=None):
-        self.d = d
+    def __init__(self, current: int, push_error: int | None = None):
         self.stack = [current]
         self.push_error = push_error
         self.pushes: list[int] = []
@@ -191,24 +192,23 @@ class _FakeContexts:
 
     def push(self, ctx):
         if self.push_error is not None:
-            return (self.push_error,)
+            raise DriverError("cuCtxPushCurrent", self.push_error)
         self.pushes.append(int(ctx))
         self.stack.append(int(ctx))
-        return (self.d.CUresult.CUDA_SUCCESS,)
 
     def pop(self):
         self.pops += 1
-        popped = self.stack.pop()
-        return (self.d.CUresult.CUDA_SUCCESS, self.d.CUcontext(popped))
+        self.stack.pop()
 
     @contextmanager
     def installed(self, monkeypatch):
         if SIMULATOR:  # the real pointer query needs a driver; every pointer is on device 0
             monkeypatch.setattr(operands_module, "pointer_device", lambda p: 0)
+            operands_module.forget_devices()  # the patched query must be asked, not a remembered answer
         monkeypatch.setattr(device_module, "SIMULATOR", False)
         monkeypatch.setattr(device_module, "current_context_handle", self.current)
-        monkeypatch.setattr(self.d, "cuCtxPushCurrent", self.push)
-        monkeypatch.setattr(self.d, "cuCtxPopCurrent", self.pop)
+        monkeypatch.setattr(device_module, "push_context", self.push)
+        monkeypatch.setattr(device_module, "pop_context", self.pop)
         yield self
 
 
@@ -222,8 +222,8 @@ def _scoped_call(handle, monkeypatch, contexts, launch, ctx=0xB0B):
     return status, case
 
 
-def test_launch_runs_in_the_handles_context_and_the_callers_is_restored(monkeypatch, driver_module):
-    contexts = _FakeContexts(driver_module, current=0xA11CE)
+def test_launch_runs_in_the_handles_context_and_the_callers_is_restored(monkeypatch):
+    contexts = _FakeContexts(current=0xA11CE)
     seen = []
     with sgblas.Handle() as h:
         status, _ = _scoped_call(h, monkeypatch, contexts, lambda *a: seen.append(contexts.current()))
@@ -232,15 +232,15 @@ def test_launch_runs_in_the_handles_context_and_the_callers_is_restored(monkeypa
     assert contexts.current() == 0xA11CE
 
 
-def test_no_context_switch_when_the_handles_context_is_current(monkeypatch, driver_module):
-    contexts = _FakeContexts(driver_module, current=0xB0B)
+def test_no_context_switch_when_the_handles_context_is_current(monkeypatch):
+    contexts = _FakeContexts(current=0xB0B)
     with sgblas.Handle() as h:
         status, _ = _scoped_call(h, monkeypatch, contexts, lambda *a: None)
     assert status == Status.SUCCESS and contexts.pushes == [] and contexts.pops == 0
 
 
-def test_callers_context_is_restored_when_the_launch_fails(monkeypatch, driver_module):
-    contexts = _FakeContexts(driver_module, current=0)  # a thread with no current context
+def test_callers_context_is_restored_when_the_launch_fails(monkeypatch):
+    contexts = _FakeContexts(current=0)  # a thread with no current context
 
     def failing_launch(*args):
         raise RuntimeError("CUDA_ERROR_INVALID_VALUE")
@@ -251,9 +251,8 @@ def test_callers_context_is_restored_when_the_launch_fails(monkeypatch, driver_m
     assert contexts.pushes == [0xB0B] and contexts.pops == 1 and contexts.current() == 0
 
 
-def test_failed_context_push_is_execution_failed(monkeypatch, driver_module):
-    d = driver_module
-    contexts = _FakeContexts(d, current=0xA11CE, push_error=d.CUresult.CUDA_ERROR_INVALID_CONTEXT)
+def test_failed_context_push_is_execution_failed(monkeypatch):
+    contexts = _FakeContexts(current=0xA11CE, push_error=201)  # CUDA_ERROR_INVALID_CONTEXT
     launched = []
     with sgblas.Handle() as h:
         status, case = _scoped_call(h, monkeypatch, contexts, lambda *a: launched.append(1))

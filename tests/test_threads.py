@@ -214,7 +214,7 @@ def _stream_key(launch_stream):
     """What identifies a launch stream: the simulated stream object, or the raw CUstream."""
     if SIMULATOR:
         return id(launch_stream)
-    return int(launch_stream)
+    return getattr(launch_stream, "value", launch_stream) or 0  # a ctypes.c_void_p on a device
 
 
 # --------------------------------------------------------------------------------------------

@@ -76,3 +76,30 @@ def test_fresh_process_first_calls_compile_nothing():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SOURCES ['cache']" in result.stdout, result.stdout
     assert "EVENTS 0 0" in result.stdout, result.stdout
+
+
+@pytest.mark.gpu
+def test_import_and_handle_load_cached_cubins_without_numba():
+    subprocess.run([sys.executable, "-m", "sgblas.warmup"], capture_output=True, timeout=1800, check=True)
+    result = _run("""
+        import sys, time
+        t0 = time.perf_counter()
+        import sgblas
+        from sgblas.dispatch.compiled import load_reports
+        from sgblas.device import current_device
+        h = sgblas.Handle()
+        t1 = time.perf_counter()
+        print("NUMBA", "numba" in sys.modules, "NUMPY", "numpy" in sys.modules)
+        print("SOURCES", sorted({r.source for r in load_reports(current_device())}))
+        print("VARIANTS", len(h._kernels), "SECONDS", round(t1 - t0, 3))
+        from sgblas import driver
+        local = {k.name: driver.kernel_attribute(k.function, driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, h.device)
+                 for k in h._kernels.values()}
+        print("LOCAL", sorted(set(local.values())), local)
+    """)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "NUMBA False" in result.stdout, result.stdout
+    assert "SOURCES ['cache']" in result.stdout, result.stdout
+    assert "VARIANTS 7" in result.stdout, result.stdout
+    assert "LOCAL [0]" in result.stdout, result.stdout  # no variant spills or keeps a stack
+

@@ -1,40 +1,45 @@
 """Compiling and loading every kernel variant the dispatcher can choose, per device.
 
-Variants are compiled with their explicit signature (or loaded from the on-disk cache) once per
-device, before any call can need them; calls then launch the loaded ``cuda.core`` kernel
-directly, so no call can ever reach Numba's JIT.
+A variant is compiled by Numba with its explicit signature for one compute capability
+(``numba.cuda.compile_ptx`` with the kernel's launch bounds, then linked to a cubin) and
+stored in sgblas's disk cache (:mod:`sgblas.kernel_cache`). Loading a device reads the
+cubins of its compute capability and hands them to the driver as context-independent
+kernels, without importing Numba; calls then launch those handles directly, so no call can
+ever reach Numba's JIT. Under the simulator the variants are Numba's simulated dispatchers.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
-from sgblas.device import SIMULATOR
+from sgblas import driver, kernel_cache
+from sgblas.device import SIMULATOR, compute_capability
 from sgblas.dispatch.table import DISPATCH_TABLE, variant_name
-from sgblas.kernel_cache import attach_cache
 from sgblas.kernels import scale
-from sgblas.kernels.abi import GEMM_SIGNATURE, SCALE_SIGNATURE
 
-__all__ = ["LoadedKernel", "CompileReport", "variants", "load_device", "loaded_kernels", "load_reports",
-           "compile_variant"]
+__all__ = ["LoadedKernel", "CompileReport", "variants", "build_cubin", "load_device", "loaded_kernels",
+           "load_reports", "compile_variant"]
 
 
 class LoadedKernel(NamedTuple):
-    """One compiled variant, ready to launch on one device."""
+    """One variant, ready to launch on one device."""
 
     name: str
     module: ModuleType
-    dispatcher: Any
-    core_kernel: Any  # cuda.core Kernel; None under the simulator
+    pair: tuple[str, str] | None
     block: tuple[int, int, int]
-    function: int  # its driver handle (a CUkernel), what cuLaunchKernel takes; 0 simulated
+    function: int  # the CUkernel handle cuLaunchKernel takes; 0 under the simulator
+    dispatcher: Any  # the simulated dispatcher under the simulator; None on a device
+    c_function: Any = None  # ``function`` as the ready ctypes argument of driver.launch
 
 
 class CompileReport(NamedTuple):
-    """What loading one variant did: ``source`` is "cache", "compiled", "memory" or "simulator"."""
+    """What loading one variant did: ``source`` is "cache", "compiled", "compiled in a worker",
+    "rebuilt" (a cached cubin the driver refused, compiled again) or "simulator"."""
 
     name: str
     source: str
@@ -48,128 +53,194 @@ def variants() -> list[tuple[str, ModuleType, tuple[str, str] | None]]:
     return out
 
 
-_lock = threading.Lock()
-_loaded: dict[int, dict[Any, LoadedKernel]] = {}
-_reports: dict[int, list[CompileReport]] = {}
-
-
-def _key(module: ModuleType, pair: tuple[str, str] | None):
-    return (module.NAME, pair)
+def _variant(name: str) -> tuple[ModuleType, tuple[str, str] | None]:
+    for variant, module, pair in variants():
+        if variant == name:
+            return module, pair
+    raise KeyError(f"no kernel variant is named {name!r}")
 
 
 def _dispatcher(module: ModuleType, pair: tuple[str, str] | None):
     return module.kernel(*pair) if pair is not None else module.kernel()
 
 
-def _signature(pair):
-    return GEMM_SIGNATURE if pair is not None else SCALE_SIGNATURE
+_ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.MULTILINE)
 
 
-def load_device(device: int, progress: Callable[[CompileReport], None] | None = None,
-                parallel: bool = True) -> dict:
-    """Compile or load every variant for ``device`` (idempotent, thread-safe).
+def build_cubin(module: ModuleType, pair: tuple[str, str] | None, cc: tuple[int, int],
+                device: int | None = None) -> tuple[str, bytes]:
+    """Compile one variant for ``cc``: ``(entry-point name, cubin)``.
 
-    Returns the mapping ``(module NAME, (transa, transb) | None) -> LoadedKernel``. ``progress``
-    is called with each variant's :class:`CompileReport` as it is loaded. Variants missing from
-    the disk cache are compiled in parallel worker processes (``python -m sgblas.warmup
-    --variant NAME``) when ``parallel`` and there are several, since each takes tens of seconds
-    of single-threaded compiler time; the parent then loads them all from the cache.
+    Numba compiles the kernel's Python function with its explicit signature and launch
+    bounds to PTX for ``cc`` (no device needed); the PTX is linked to a cubin with
+    ``cuda.core``'s linker, as Numba's own dispatcher does. The linker uses nvJitLink when it
+    is installed and otherwise the driver, which needs a context: when linking without one
+    fails, ``device``'s primary context is made current and the link retried.
     """
-    with _lock:
-        table = _loaded.get(device)
-        if table is not None:
-            return table
-        table = {}
-        reports = _reports[device] = []
-        todo = variants()
-        if not SIMULATOR and parallel:
-            missing = [name for name, module, pair in todo if not _in_disk_cache(device, module, pair)]
-            if len(missing) > 1:
-                for report in _compile_in_workers(device, missing):
-                    reports.append(report)
-                    if progress is not None:
-                        progress(report)
-        for name, module, pair in todo:
-            t0 = time.perf_counter()
-            dispatcher = _dispatcher(module, pair)
-            if SIMULATOR:
-                loaded = LoadedKernel(name, module, dispatcher, None, module.BLOCK, 0)
-                source = "simulator"
-            else:
-                loaded, source = _compile_on_device(device, name, module, dispatcher, pair)
-            table[_key(module, pair)] = loaded
-            reports.append(CompileReport(name, source, time.perf_counter() - t0))
-            if progress is not None:
-                progress(reports[-1])
-        _loaded[device] = table
-        return table
-
-
-def _in_disk_cache(device: int, module: ModuleType, pair) -> bool:
-    """Whether the variant's compiled code is in the disk cache for ``device``."""
+    from cuda.core import Linker, LinkerOptions, ObjectCode
     from numba import cuda
 
-    dispatcher = _dispatcher(module, pair)
-    attach_cache(dispatcher)
-    with cuda.gpus[device]:
-        return dispatcher._cache.load_overload(_signature(pair), dispatcher.targetctx) is not None
+    from sgblas.kernels.signatures import GEMM_SIGNATURE, SCALE_SIGNATURE
+
+    signature = GEMM_SIGNATURE if pair is not None else SCALE_SIGNATURE
+    ptx, _ = cuda.compile_ptx(_dispatcher(module, pair).py_func, signature.args, cc=cc,
+                              launch_bounds=module.LAUNCH_BOUNDS)
+    entries = _ENTRY.findall(ptx)
+    if len(entries) != 1:
+        raise RuntimeError(f"the PTX of {module.NAME} has {len(entries)} kernel entry points, not 1")
+    options = LinkerOptions(arch=f"sm_{cc[0]}{cc[1]}")
+
+    def link():
+        return Linker(ObjectCode.from_ptx(ptx.encode(), name=f"{module.NAME}.ptx"), options=options).link("cubin")
+
+    try:
+        linked = link()
+    except Exception:
+        if device is None or driver.current_context() != 0:
+            raise
+        from sgblas.device import primary_context_handle
+
+        driver.push_context(primary_context_handle(device))  # the driver's linker needs one
+        try:
+            linked = link()
+        finally:
+            driver.pop_context()
+    return entries[0], bytes(linked.code)
 
 
-def _compile_in_workers(device: int, names: list[str]) -> list[CompileReport]:
-    """Fill the disk cache for ``names`` with one compiler process per variant, all at once.
+def compile_variant(name: str, cc: tuple[int, int], device: int | None = None) -> CompileReport:
+    """Compile one variant by name for ``cc`` and store it in the cache: what a warm-up
+    worker does."""
+    module, pair = _variant(name)
+    t0 = time.perf_counter()
+    entry_name, cubin = build_cubin(module, pair, cc, device)
+    kernel_cache.write(name, cc, entry_name, cubin)
+    return CompileReport(name, "compiled", time.perf_counter() - t0)
 
-    Returns the workers' reports (source "compiled in a worker"). A worker that fails leaves
-    its variant to the in-process compile that follows.
+
+def compile_in_workers(jobs: list[tuple[str, tuple[int, int]]], device: int | None,
+                       progress: Callable[[CompileReport], None] | None = None) -> list[CompileReport]:
+    """Fill the cache for ``(variant, cc)`` jobs with one compiler process each, as many at
+    once as there are CPUs: each takes tens of seconds of single-threaded Numba front end.
+
+    Returns the workers' reports (source "compiled in a worker"); a job whose worker fails
+    is left missing, for the caller to compile in-process (and report the error).
     """
     import os
     import subprocess
     import sys
 
     env = dict(os.environ, SGBLAS_NO_WARMUP="1")
-    jobs = max(1, min(len(names), os.cpu_count() or 1))
-    pending = list(names)
+    width = max(1, min(len(jobs), os.cpu_count() or 1))
+    pending = list(jobs)
     running: list = []
     reports = []
 
     def reap(process):
         out, _ = process.communicate()
         words = out.split()
-        if process.returncode == 0 and len(words) >= 3:
-            reports.append(CompileReport(words[1], f"{words[0]} in a worker", float(words[2])))
+        if process.returncode == 0 and len(words) >= 3 and words[0] == "compiled":
+            report = CompileReport(words[1], "compiled in a worker", float(words[2]))
+            reports.append(report)
+            if progress is not None:
+                progress(report)
 
     while pending or running:
-        while pending and len(running) < jobs:
-            running.append(subprocess.Popen(
-                [sys.executable, "-m", "sgblas.warmup", "--device", str(device), "--variant", pending.pop(0)],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+        while pending and len(running) < width:
+            name, cc = pending.pop(0)
+            command = [sys.executable, "-m", "sgblas.warmup", "--variant", name, "--cc", f"{cc[0]}{cc[1]}"]
+            if device is not None:
+                command += ["--device", str(device)]
+            running.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                            stderr=subprocess.DEVNULL, text=True))
         reap(running.pop(0))
     return reports
 
 
-def compile_variant(device: int, name: str) -> CompileReport:
-    """Compile (or load) one variant by name for ``device``: what a warm-up worker does."""
-    for variant, module, pair in variants():
-        if variant == name:
+_lock = threading.Lock()
+_loaded: dict[int, dict[Any, LoadedKernel]] = {}
+_reports: dict[int, list[CompileReport]] = {}
+_libraries: dict[tuple[str, tuple[int, int]], int] = {}  # (variant, cc) -> CUkernel, shared by devices
+
+
+def _key(module: ModuleType, pair: tuple[str, str] | None):
+    return (module.NAME, pair)
+
+
+def _load_kernel(name: str, cc: tuple[int, int], entry: kernel_cache.CacheEntry) -> int:
+    kernel = _libraries.get((name, cc))
+    if kernel is None:
+        kernel = _libraries[(name, cc)] = driver.library_kernel(driver.library_load(entry.cubin), entry.entry_name)
+    return kernel
+
+
+def load_device(device: int, progress: Callable[[CompileReport], None] | None = None,
+                parallel: bool = True, rebuild: bool = False) -> dict:
+    """Load every variant for ``device`` from the cache, compiling the missing ones first
+    (idempotent, thread-safe).
+
+    Returns the mapping ``(module NAME, (transa, transb) | None) -> LoadedKernel``.
+    ``progress`` is called with each variant's :class:`CompileReport`. Missing variants are
+    compiled in parallel worker processes when ``parallel`` and there are several; ``rebuild``
+    compiles every variant again whatever the cache holds.
+    """
+    with _lock:
+        table = _loaded.get(device)
+        if table is not None and not rebuild:
+            return table
+        table = {}
+        reports = _reports[device] = []
+
+        def report(r: CompileReport) -> None:
+            reports.append(r)
+            if progress is not None:
+                progress(r)
+
+        if SIMULATOR:
+            for name, module, pair in variants():
+                t0 = time.perf_counter()
+                table[_key(module, pair)] = LoadedKernel(name, module, pair, module.BLOCK, 0,
+                                                         _dispatcher(module, pair))
+                report(CompileReport(name, "simulator", time.perf_counter() - t0))
+            _loaded[device] = table
+            return table
+
+        cc = compute_capability(device)
+        todo = variants()
+        entries = {} if rebuild else {name: kernel_cache.read(name, cc) for name, _, _ in todo}
+        missing = [name for name, _, _ in todo if entries.get(name) is None]
+        compiled_by_workers = set()
+        if parallel and len(missing) > 1:
+            for r in compile_in_workers([(name, cc) for name in missing], device, report):
+                compiled_by_workers.add(r.name)
+        for name, module, pair in todo:
             t0 = time.perf_counter()
-            _, source = _compile_on_device(device, name, module, _dispatcher(module, pair), pair)
-            return CompileReport(name, source, time.perf_counter() - t0)
-    raise KeyError(f"no kernel variant is named {name!r}")
-
-
-def _compile_on_device(device, name, module, dispatcher, pair):
-    from numba import cuda
-
-    attach_cache(dispatcher)
-    hits_before = sum(dispatcher.stats.cache_hits.values())
-    in_memory = tuple(_signature(pair).args) in dispatcher.overloads
-    with cuda.gpus[device]:
-        compiled = dispatcher.compile(_signature(pair))
-        core_kernel = compiled._codelibrary.get_cufunc().kernel
-    if in_memory:
-        source = "memory"
-    else:
-        source = "cache" if sum(dispatcher.stats.cache_hits.values()) > hits_before else "compiled"
-    return LoadedKernel(name, module, dispatcher, core_kernel, module.BLOCK, int(core_kernel.handle)), source
+            entry = entries.get(name) if name not in compiled_by_workers else kernel_cache.read(name, cc)
+            source = "cache" if name not in missing else "compiled in a worker"
+            if entry is None:
+                compile_variant(name, cc, device)
+                entry = kernel_cache.read(name, cc)
+                source = "compiled"
+                if entry is None:
+                    raise RuntimeError(f"the compiled {name} could not be read back from {kernel_cache.cache_dir()}")
+            if rebuild:
+                _libraries.pop((name, cc), None)
+            try:
+                function = _load_kernel(name, cc, entry)
+            except driver.DriverError:
+                if source != "cache":
+                    raise
+                # A cubin this driver refuses (built by a newer toolkit, say): build it again.
+                compile_variant(name, cc, device)
+                entry = kernel_cache.read(name, cc)
+                function = _load_kernel(name, cc, entry)
+                source = "rebuilt"
+            table[_key(module, pair)] = LoadedKernel(name, module, pair, module.BLOCK, function, None,
+                                                     driver.as_pointer(function))
+            if source != "compiled in a worker":  # the worker already reported it
+                report(CompileReport(name, source, time.perf_counter() - t0))
+        _loaded[device] = table
+        return table
 
 
 def loaded_kernels(device: int) -> dict:

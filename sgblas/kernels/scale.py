@@ -11,18 +11,18 @@ covers the columns with a grid stride, the launch capping ``gridDim.y`` at 65535
 to 2**31 - 1 is fine. ``col * ldc`` is formed in 64 bits; rows and columns stay 32-bit
 unsigned.
 
-The argument list is :data:`sgblas.kernels.abi.SCALE_SIGNATURE`: ``(m, n, beta, C, ldc)``.
+The argument list is :data:`sgblas.kernels.signatures.SCALE_SIGNATURE`:
+``(m, n, beta, C, ldc)``. The kernel body lives in :mod:`sgblas.kernels.scale_jit`, imported
+by :func:`kernel` on the first build, so this module imports without Numba.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from numba import cuda, float32, uint32, uint64
-
 from sgblas.kernels.abi import SIMULATOR
 
-__all__ = ["NAME", "BLOCK_M", "BLOCK_N", "BLOCK", "kernel", "grid"]
+__all__ = ["NAME", "BLOCK_M", "BLOCK_N", "BLOCK", "LAUNCH_BOUNDS", "kernel", "grid"]
 
 BLOCK_M: int = 32  #: threads along m: one warp per column segment
 BLOCK_N: int = 8  #: threads along n
@@ -31,33 +31,20 @@ MAX_GRID_Y: int = 65535
 
 NAME: str = f"scale_c_{BLOCK_M}x{BLOCK_N}"
 BLOCK: tuple[int, int, int] = (BLOCK_M, BLOCK_N, 1)
+#: No ``launch_bounds``: the kernel is compiled without one.
+LAUNCH_BOUNDS: None = None
 
 assert BLOCK_M % 32 == 0, "a warp must cover whole 32-float runs of one column to coalesce"
-
-
-def _scale_c(m, n, beta, C, ldc):
-    """C[i + j * ldc] = beta * C[i + j * ldc] for i < m, j < n; C unread when beta == 0."""
-    um = uint32(m)
-    un = uint32(n)
-    row = uint32(uint32(cuda.blockIdx.x) * uint32(BLOCK_M) + uint32(cuda.threadIdx.x))
-    if row < um:
-        uldc = uint64(uint32(ldc))
-        col = uint32(uint32(cuda.blockIdx.y) * uint32(BLOCK_N) + uint32(cuda.threadIdx.y))
-        # No overflow: col < n < 2**31 and the stride is at most 65535 * BLOCK_N.
-        col_step = uint32(uint32(cuda.gridDim.y) * uint32(BLOCK_N))
-        zero = beta == float32(0)
-        while col < un:
-            idx = uint64(col) * uldc + row
-            if zero:
-                C[idx] = float32(0)
-            else:
-                C[idx] = beta * C[idx]
-            col = uint32(col + col_step)
 
 
 @lru_cache(maxsize=None)
 def kernel():
     """Return the (lazily compiled, cached) dispatcher; its arguments: SCALE_SIGNATURE."""
+    # Numba is imported on the first build, not with the module (see scale_jit).
+    from numba import cuda
+
+    from sgblas.kernels.scale_jit import _scale_c
+
     return cuda.jit(cache=not SIMULATOR)(_scale_c)
 
 

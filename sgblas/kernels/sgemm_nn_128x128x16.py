@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from sgblas.kernels.sgemm_nn_simt import NNKernel, TileConfig
 
-__all__ = ["NAME", "TRANSPOSE_PAIRS", "CONFIG", "BLOCK", "MIN_CC", "MIN_TILES",
+__all__ = ["NAME", "TRANSPOSE_PAIRS", "CONFIG", "BLOCK", "LAUNCH_BOUNDS", "MIN_CC", "MIN_TILES",
            "kernel", "grid", "can_implement"]
 
 CONFIG = TileConfig(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8,
@@ -42,6 +42,7 @@ assert NAME == "sgemm_nn_128x128x16", "the module name must say the tile it hold
 _KERNEL = NNKernel(CONFIG, NAME, min_cc=MIN_CC, min_tiles=MIN_TILES)
 TRANSPOSE_PAIRS = _KERNEL.TRANSPOSE_PAIRS
 BLOCK = _KERNEL.block
+LAUNCH_BOUNDS = _KERNEL.launch_bounds
 kernel = _KERNEL.kernel
 grid = _KERNEL.grid
 can_implement = _KERNEL.can_implement

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from sgblas.kernels.sgemm_nn_simt import NNKernel, TileConfig
 
-__all__ = ["NAME", "TRANSPOSE_PAIRS", "CONFIG", "BLOCK", "MIN_CC", "kernel", "grid",
-           "can_implement"]
+__all__ = ["NAME", "TRANSPOSE_PAIRS", "CONFIG", "BLOCK", "LAUNCH_BOUNDS", "MIN_CC", "kernel",
+           "grid", "can_implement"]
 
 CONFIG = TileConfig(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4,
                     a_copy="cp16", b_copy="ldg", group_m=8, min_blocks=4)
@@ -30,6 +30,7 @@ assert NAME == "sgemm_nn_128x64x16", "the module name must say the tile it holds
 _KERNEL = NNKernel(CONFIG, NAME, min_cc=MIN_CC, min_tiles=1)
 TRANSPOSE_PAIRS = _KERNEL.TRANSPOSE_PAIRS
 BLOCK = _KERNEL.block
+LAUNCH_BOUNDS = _KERNEL.launch_bounds
 kernel = _KERNEL.kernel
 grid = _KERNEL.grid
 can_implement = _KERNEL.can_implement

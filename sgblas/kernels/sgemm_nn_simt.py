@@ -35,6 +35,11 @@ itself is peeled three ways so its steady state has no K predicates: full steps,
 that copies a partial last slice, and the last step. The text is compiled with ``exec``
 under this file's name, so Numba's on-disk cache can key it, and wrapped with ``cuda.jit``.
 
+Importing this module (and the NN kernel modules, which bind their dispatch contract from
+:class:`NNKernel`) does not import Numba: the generator and the guard are plain Python, and
+Numba and :mod:`sgblas.kernels.memory` are imported by :func:`build_pyfunc` /
+:func:`build_kernel` when a kernel is first built.
+
 Alignment the caller (the dispatch guard) must prove: A, B, C base addresses 16-byte aligned
 and lda, ldb, ldc multiples of 4, so every 16-byte vector the kernel touches is aligned.
 Index arithmetic: 64-bit for anything multiplied by a leading dimension; 32-bit unsigned for
@@ -47,11 +52,8 @@ from __future__ import annotations
 import linecache
 from dataclasses import dataclass
 
-from numba import cuda, float32, int64, uint32
-
 from sgblas.dispatch.problem import GemmProblem
 from sgblas.enums import MathMode
-from sgblas.kernels import memory
 from sgblas.kernels.abi import SIMULATOR
 
 __all__ = ["TileConfig", "generate_source", "build_pyfunc", "build_kernel", "nn_guard", "grid_for",
@@ -104,6 +106,11 @@ class TileConfig:
     def SB(self) -> int:
         """Row stride of Bs[k][n]: padded by 4 so two k rows 4 apart land 16 banks apart."""
         return self.BN + 4
+
+    @property
+    def launch_bounds(self) -> tuple[int, int]:
+        """``cuda.jit(launch_bounds=...)``: THREADS per CTA, ``min_blocks`` CTAs per SM."""
+        return (self.THREADS, self.min_blocks)
 
     @property
     def uses_cp_async(self) -> bool:
@@ -161,15 +168,19 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     w(f"    Bs = cuda.shared.array({2 * STAGE_B}, float32{al})")
     w("")
     w("    # ---- tile mapping: the C tile of this CTA (grouped raster keeps A/B panels in L2)")
-    w(f"    tiles_m = (m + {BM - 1}) // {BM}")
-    w("    pid = cuda.blockIdx.x")
+    # Unsigned 32-bit throughout (m, n < 2**31, so no sum here wraps): Numba's signed int64
+    # division would be a call to a 64-bit division routine, which a separately linked cubin
+    # (nvJitLink) keeps as an ABI call with a stack frame.
+    w(f"    tiles_m = (uint32(m) + uint32({BM - 1})) // uint32({BM})")
+    w("    pid = uint32(cuda.blockIdx.x)")
     if cfg.group_m:
-        w(f"    tiles_n = (n + {BN - 1}) // {BN}")
-        w(f"    width = {cfg.group_m} * tiles_n")
-        w(f"    first_m = (pid // width) * {cfg.group_m}")
-        w(f"    gsize = min(tiles_m - first_m, {cfg.group_m})")
-        w("    bm = first_m + (pid % width) % gsize")
-        w("    bn = (pid % width) // gsize")
+        w(f"    tiles_n = (uint32(n) + uint32({BN - 1})) // uint32({BN})")
+        w(f"    width = uint32({cfg.group_m}) * tiles_n")
+        w(f"    first_m = (pid // width) * uint32({cfg.group_m})")
+        w(f"    gsize = min(uint32(tiles_m - first_m), uint32({cfg.group_m}))")
+        w("    in_group = pid % width")
+        w("    bm = first_m + in_group % gsize")
+        w("    bn = in_group // gsize")
     else:
         w("    bm = pid % tiles_m")
         w("    bn = pid // tiles_m")
@@ -383,6 +394,11 @@ def generate_source(cfg: TileConfig, fname: str) -> str:
 
 
 def _namespace() -> dict:
+    """The globals the generated source runs with (imports Numba: only called to build)."""
+    from numba import cuda, float32, int64, uint32
+
+    from sgblas.kernels import memory
+
     return {
         "__name__": __name__,
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
@@ -402,7 +418,8 @@ def build_pyfunc(cfg: TileConfig, fname: str):
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     else:
         # Numba's cache locates a function by its file; the generator lives here, so this
-        # file's stamp invalidates the cache when the generator changes.
+        # file's stamp invalidates the cache when the generator changes (the numeric tile
+        # sizes are literals in the generated text, so its bytecode hash covers them).
         filename = __file__
     ns = _namespace()
     exec(compile(src, filename, "exec"), ns)  # noqa: S102 - source generated above
@@ -411,10 +428,12 @@ def build_pyfunc(cfg: TileConfig, fname: str):
 
 def build_kernel(cfg: TileConfig, fname: str):
     """The ``cuda.jit`` dispatcher (lazily compiled) of the generated kernel."""
+    from numba import cuda
+
     pyfunc = build_pyfunc(cfg, fname)
     if SIMULATOR:
         return cuda.jit(pyfunc)
-    return cuda.jit(pyfunc, cache=True, launch_bounds=(cfg.THREADS, cfg.min_blocks))
+    return cuda.jit(pyfunc, cache=True, launch_bounds=cfg.launch_bounds)
 
 
 def grid_for(cfg: TileConfig, m: int, n: int) -> tuple[int, int, int]:
@@ -479,6 +498,8 @@ class NNKernel:
         cfg.check()
         self.cfg, self.name, self.min_cc, self.min_tiles = cfg, name, min_cc, min_tiles
         self.block: tuple[int, int, int] = (cfg.THREADS, 1, 1)
+        #: ``cuda.jit(launch_bounds=...)`` of the built kernel (what :func:`build_kernel` uses).
+        self.launch_bounds: tuple[int, int] = cfg.launch_bounds
         self._dispatcher = None
 
     def kernel(self, transa: str = "N", transb: str = "N"):

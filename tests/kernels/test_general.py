@@ -233,7 +233,7 @@ _PTX_SCRIPT = r"""
 import json, sys
 from numba import cuda
 from sgblas.kernels import general
-from sgblas.kernels.abi import GEMM_SIGNATURE
+from sgblas.kernels.signatures import GEMM_SIGNATURE
 out = {}
 for ta, tb in general.TRANSPOSE_PAIRS:
     ptx, _ = cuda.compile_ptx(general.kernel(ta, tb).py_func, GEMM_SIGNATURE, cc=(9, 0),
@@ -271,6 +271,10 @@ def test_ptx_is_strict_fp32_simt_without_local_memory(sm90_ptx):
         assert ".ftz" not in ptx, pair
         # The fragment reads are the 128-bit shared loads the layout was built for.
         assert "ld.shared.v4.f32" in ptx, pair
+        # No 64-bit division and no calls, which a separately linked cubin would keep as
+        # ABI calls with a stack frame (see test_ptx_static.py).
+        assert not re.search(r"\b(div|rem)\.[su]64\b", ptx), pair
+        assert not re.search(r"^\s*call", ptx, re.MULTILINE), pair
 
 
 def _find_ptxas() -> str | None:

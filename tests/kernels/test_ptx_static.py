@@ -44,14 +44,15 @@ REPO = str(Path(__file__).resolve().parents[2])
 _PTX_SCRIPT = r"""
 import importlib, json, sys
 from numba import cuda
-from sgblas.kernels.abi import GEMM_SIGNATURE
+from sgblas.kernels.signatures import GEMM_SIGNATURE
 out_dir, cc = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("."))
 out = {}
 for name in sys.argv[3:]:
     mod = importlib.import_module(f"sgblas.kernels.{name}")
     cfg = mod.CONFIG
+    assert mod.LAUNCH_BOUNDS == (cfg.THREADS, cfg.min_blocks), mod.LAUNCH_BOUNDS
     ptx, _ = cuda.compile_ptx(mod.kernel("N", "N").py_func, GEMM_SIGNATURE, cc=cc,
-                              launch_bounds=(cfg.THREADS, cfg.min_blocks))
+                              launch_bounds=mod.LAUNCH_BOUNDS)
     path = f"{out_dir}/{name}_sm{cc[0]}{cc[1]}.ptx"
     open(path, "w").write(ptx)
     out[name] = {"ptx": path, "BK": cfg.BK, "threads": cfg.THREADS, "min_blocks": cfg.min_blocks}
@@ -63,7 +64,7 @@ import sys
 import numpy as np
 from numba import cuda, uint32, float32
 from sgblas.kernels import memory as mem
-from sgblas.kernels.abi import GEMM_SIGNATURE
+from sgblas.kernels.signatures import GEMM_SIGNATURE
 wait1 = mem.cp_async_wait_group(1)
 def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     s = cuda.shared.array(256, float32, alignment=16)
@@ -118,6 +119,11 @@ def test_ptx_is_strict_fp32_simt_with_vector_memory(ptx_by_cc, name, cc):
     # No tensor cores and no TF32 anywhere: the product is plain FP32 FMA.
     assert not re.search(r"\bw?mma\b|\bwgmma|\.tf32", ptx), label
     assert ".ftz" not in ptx, label  # denormals survive (no fastmath)
+    # No 64-bit integer division and no calls: ptxas expands div/rem.s64 into calls to a
+    # runtime routine, which the separately linked cubin sgblas ships (nvJitLink) keeps as
+    # an ABI call with a stack frame in local memory (72 bytes in the 128x64 tile once).
+    assert not re.search(r"\b(div|rem)\.[su]64\b", ptx), label
+    assert not re.search(r"^\s*call", ptx, re.MULTILINE), label
     # The vector memory operations the design rests on.
     for op in ("ld.global.v4.f32", "st.global.v4.f32", "ld.shared.v4.f32",
                "cp.async.cg.shared.global", "cp.async.wait_all", "st.shared.f32"):

@@ -120,7 +120,7 @@ def test_gpu_offsets_past_2_31():
 _PTX_SCRIPT = r"""
 from numba import cuda
 from sgblas.kernels import scale
-from sgblas.kernels.abi import SCALE_SIGNATURE
+from sgblas.kernels.signatures import SCALE_SIGNATURE
 ptx, _ = cuda.compile_ptx(scale.kernel().py_func, SCALE_SIGNATURE, cc=(9, 0))
 print(ptx)
 """
@@ -136,6 +136,7 @@ def test_ptx_reads_c_only_when_beta_is_nonzero():
     assert proc.returncode == 0, proc.stderr[-4000:]
     ptx = proc.stdout
     assert "ld.local" not in ptx and "st.local" not in ptx and ".ftz" not in ptx
+    assert not re.search(r"\b(div|rem)\.[su]64\b", ptx) and not re.search(r"^\s*call", ptx, re.MULTILINE)
     assert len(re.findall(r"ld\.global\.f32", ptx)) == 1
     assert len(re.findall(r"st\.global\.(?:f32|u32|b32)", ptx)) == 2
     # 64-bit column offsets: the product col * ldc is a wide multiply.
