@@ -60,7 +60,7 @@ class Handle:
     race to avoid (the call returns NOT_INITIALIZED or completes).
     """
 
-    __slots__ = ("device", "math_mode", "cc", "_stream", "_launch_stream", "_context", "_kernels",
+    __slots__ = ("device", "math_mode", "cc", "_stream", "_context", "_kernels",
                  "_closed", "__weakref__")
 
     def __init__(self, device: int | None = None, stream: Any = None,
@@ -93,7 +93,6 @@ class Handle:
             raise SgblasError(Status.INTERNAL_ERROR,
                               f"loading sgblas's kernels for device {device} failed: {exc}") from exc
         self._stream = None
-        self._launch_stream = None
         self._closed = False
         self.set_stream(stream)
 

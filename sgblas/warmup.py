@@ -62,30 +62,19 @@ def _warm_device(device: int, rebuild: bool) -> int:
 def _warm_cc(cc: tuple[int, int], rebuild: bool) -> int:
     """Cache every variant for a compute capability no present device needs to have."""
     from sgblas import kernel_cache
-    from sgblas.dispatch.compiled import compile_in_workers, compile_variant, variants
+    from sgblas.dispatch.compiled import fill_cache
 
     print(f"cc {cc[0]}.{cc[1]}:")
-    names = [name for name, _, _ in variants()]
-    missing = [n for n in names if rebuild or kernel_cache.read(n, cc) is None]
-    for name in names:
-        if name not in missing:
+    errors: list = []
+    filled = fill_cache(cc, None, lambda report: print(_line(report), flush=True), rebuild=rebuild,
+                        errors=errors)
+    for name, (_, source) in filled.items():
+        if source == "cache":
             print(f"  {'cache':<22} {name:<40} {0.0:6.2f} s")
-    done = set()
-    if len(missing) > 1:
-        for report in compile_in_workers([(n, cc) for n in missing], None):
-            done.add(report.name)
-            print(_line(report), flush=True)
-    failures = 0
-    for name in missing:
-        if name in done:
-            continue
-        try:
-            print(_line(compile_variant(name, cc)), flush=True)
-        except Exception as exc:
-            failures += 1
-            print(f"  FAILED {name}: {type(exc).__name__}: {exc}".splitlines()[0], flush=True)
+    for name, exc in errors:
+        print(f"  FAILED {name}: {type(exc).__name__}: {exc}".splitlines()[0], flush=True)
     print(f"  cached in {kernel_cache.cache_dir()}")
-    return failures
+    return len(errors)
 
 
 def main(argv: list[str] | None = None) -> int:

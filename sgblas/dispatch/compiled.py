@@ -21,8 +21,8 @@ from sgblas.device import SIMULATOR, compute_capability
 from sgblas.dispatch.table import DISPATCH_TABLE, variant_name
 from sgblas.kernels import scale
 
-__all__ = ["LoadedKernel", "CompileReport", "variants", "build_cubin", "load_device", "loaded_kernels",
-           "load_reports", "compile_variant"]
+__all__ = ["LoadedKernel", "CompileReport", "variants", "build_cubin", "compile_variant", "compile_in_workers",
+           "fill_cache", "load_device", "loaded_kernels", "load_reports"]
 
 
 class LoadedKernel(NamedTuple):
@@ -157,6 +157,50 @@ def compile_in_workers(jobs: list[tuple[str, tuple[int, int]]], device: int | No
     return reports
 
 
+def fill_cache(cc: tuple[int, int], device: int | None = None,
+               progress: Callable[[CompileReport], None] | None = None, parallel: bool = True,
+               rebuild: bool = False, errors: list | None = None) -> dict[str, tuple[Any, str]]:
+    """Every variant's cache entry for ``cc``, compiling the missing ones first:
+    ``name -> (CacheEntry, source)``, source "cache", "compiled in a worker" or "compiled".
+
+    Several missing variants compile in parallel worker processes when ``parallel``; what they
+    leave missing compiles in-process. ``progress`` hears of each compile, not of cache hits.
+    ``rebuild`` compiles every variant whatever the cache holds. An in-process compile that
+    fails raises, or, when ``errors`` is a list, is appended to it as ``(name, exception)``
+    and its variant left out.
+    """
+    names = [name for name, _, _ in variants()]
+    out = {}
+    if not rebuild:
+        for name in names:
+            entry = kernel_cache.read(name, cc)
+            if entry is not None:
+                out[name] = (entry, "cache")
+    missing = [name for name in names if name not in out]
+    if parallel and len(missing) > 1:
+        for report in compile_in_workers([(name, cc) for name in missing], device, progress):
+            entry = kernel_cache.read(report.name, cc)
+            if entry is not None:
+                out[report.name] = (entry, "compiled in a worker")
+    for name in missing:
+        if name in out:
+            continue
+        try:
+            report = compile_variant(name, cc, device)
+            entry = kernel_cache.read(name, cc)
+            if entry is None:
+                raise RuntimeError(f"the compiled {name} could not be read back from {kernel_cache.cache_dir()}")
+        except Exception as exc:
+            if errors is None:
+                raise
+            errors.append((name, exc))
+            continue
+        out[name] = (entry, "compiled")
+        if progress is not None:
+            progress(report)
+    return out
+
+
 _lock = threading.Lock()
 _loaded: dict[int, dict[Any, LoadedKernel]] = {}
 _reports: dict[int, list[CompileReport]] = {}
@@ -206,23 +250,10 @@ def load_device(device: int, progress: Callable[[CompileReport], None] | None = 
             return table
 
         cc = compute_capability(device)
-        todo = variants()
-        entries = {} if rebuild else {name: kernel_cache.read(name, cc) for name, _, _ in todo}
-        missing = [name for name, _, _ in todo if entries.get(name) is None]
-        compiled_by_workers = set()
-        if parallel and len(missing) > 1:
-            for r in compile_in_workers([(name, cc) for name in missing], device, report):
-                compiled_by_workers.add(r.name)
-        for name, module, pair in todo:
+        filled = fill_cache(cc, device, report, parallel=parallel, rebuild=rebuild)
+        for name, module, pair in variants():
             t0 = time.perf_counter()
-            entry = entries.get(name) if name not in compiled_by_workers else kernel_cache.read(name, cc)
-            source = "cache" if name not in missing else "compiled in a worker"
-            if entry is None:
-                compile_variant(name, cc, device)
-                entry = kernel_cache.read(name, cc)
-                source = "compiled"
-                if entry is None:
-                    raise RuntimeError(f"the compiled {name} could not be read back from {kernel_cache.cache_dir()}")
+            entry, source = filled[name]
             if rebuild:
                 _libraries.pop((name, cc), None)
             try:
@@ -237,7 +268,7 @@ def load_device(device: int, progress: Callable[[CompileReport], None] | None = 
                 source = "rebuilt"
             table[_key(module, pair)] = LoadedKernel(name, module, pair, module.BLOCK, function, None,
                                                      driver.as_pointer(function))
-            if source != "compiled in a worker":  # the worker already reported it
+            if source in ("cache", "rebuilt"):  # fill_cache reported the compiled ones
                 report(CompileReport(name, source, time.perf_counter() - t0))
         _loaded[device] = table
         return table
