@@ -8,7 +8,7 @@ Run on a machine with a CUDA GPU (and CuPy for cuBLAS)::
 
 What it does, in one process for everything that is timed:
 
-1. Compiles each variant (a :class:`~sgblas.kernels.sgemm_nn_simt.TileConfig` preset, or
+1. Compiles each variant (a :class:`~sgblas.kernels.sgemm_simt.TileConfig` preset, or
    a shipped module such as ``sgemm_nn_128x128x16``). Compilation first runs in
    parallel worker processes that fill Numba's on-disk cache, so the timing process loads
    compiled code instead of compiling serially; it reports whether each load was a cache hit.
@@ -73,7 +73,7 @@ def make_kernel(tag: str):
         import importlib
         mod = importlib.import_module(f"sgblas.kernels.{tag}")
         return mod.kernel("N", "N"), mod.CONFIG, mod.grid
-    from sgblas.kernels.sgemm_nn_simt import TileConfig, build_kernel, grid_for
+    from sgblas.kernels.sgemm_simt import TileConfig, build_kernel, grid_for
     cfg = TileConfig(**PRESETS[tag])
     cfg.check()
     return build_kernel(cfg, f"lab_{tag}"), cfg, (lambda m, n, c=cfg: grid_for(c, m, n))

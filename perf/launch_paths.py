@@ -38,10 +38,10 @@ def main() -> None:
     from numba import cuda
 
     import sgblas
-    from sgblas import driver as sg_driver, kernel_cache
+    from sgblas.runtime import cache as kernel_cache, driver as sg_driver
     from sgblas.kernels import general
     from sgblas.kernels.signatures import GEMM_SIGNATURE
-    from sgblas.launch import GEMM_PARAMS
+    from sgblas.runtime.launch import GEMM_PARAMS
     from sgblas.operands import read_device_span
 
     n = 64

@@ -19,7 +19,7 @@ import statistics
 
 def driver_link(ptx: str) -> bytes:
     """The cubin the driver's JIT linker makes of ``ptx`` for the current context's device."""
-    from sgblas import driver
+    from sgblas.runtime import driver
 
     lib = driver._lib()
     state = ctypes.c_void_p()
@@ -52,11 +52,11 @@ def main() -> None:
     from numba import cuda
 
     import sgblas
-    from sgblas import driver
+    from sgblas.runtime import driver
     from sgblas.dispatch.compiled import _ENTRY, _dispatcher, _variant
     from sgblas.kernels.signatures import GEMM_SIGNATURE
     from sgblas.handle import stream_handle
-    from sgblas.launch import GEMM_PARAMS
+    from sgblas.runtime.launch import GEMM_PARAMS
 
     h = sgblas.Handle()
     cuda.current_context()  # the driver's linker needs a current context

@@ -54,7 +54,7 @@ def _warm_up_at_import() -> None:
     argv = getattr(_sys, "orig_argv", [])
     if "-m" in argv and argv[argv.index("-m") + 1:][:1] == ["sgblas.warmup"]:
         return  # the warm-up command loads the kernels itself, reporting each one
-    from sgblas.device import SIMULATOR, current_device, device_count
+    from sgblas.runtime.device import SIMULATOR, current_device, device_count
 
     if SIMULATOR or device_count() == 0:
         return

@@ -13,13 +13,13 @@ import struct
 import threading
 from typing import Any, NamedTuple
 
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.kernels.problem import GemmProblem
 from sgblas.dispatch.table import select, select_cached, variant_name
-from sgblas import device as _device
+from sgblas.runtime import device as _device
 from sgblas.enums import MathMode, Status
 from sgblas.handle import Handle
 from sgblas.kernels import scale
-from sgblas.launch import launch_gemm, launch_scale
+from sgblas.runtime.launch import launch_gemm, launch_scale
 from sgblas.operands import Operand, read_device_span, read_operand
 
 __all__ = ["sgemm", "explain", "Explanation", "last_error_message"]

@@ -17,7 +17,7 @@ _default_handles: dict[int, Handle] = {}
 
 def default_handle() -> Handle:
     """A handle on the current device and its default stream, created once per device."""
-    from sgblas.device import current_device
+    from sgblas.runtime.device import current_device
 
     device = current_device()
     handle = _default_handles.get(device)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sgblas.driver import CUDA_ERROR_NO_BINARY_FOR_GPU, DriverError, as_pointer, stream_context
-from sgblas.device import SIMULATOR, compute_capability, current_device, device_count, primary_context_handle
+from sgblas.runtime.driver import CUDA_ERROR_NO_BINARY_FOR_GPU, DriverError, as_pointer, stream_context
+from sgblas.runtime.device import SIMULATOR, compute_capability, current_device, device_count, primary_context_handle
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
 

@@ -12,7 +12,7 @@ import sys
 import weakref
 from typing import Any, Callable, NamedTuple
 
-from sgblas.device import SIMULATOR, pointer_device
+from sgblas.runtime.device import SIMULATOR, pointer_device
 
 __all__ = ["Operand", "read_operand", "read_device_span", "forget_devices", "column_major_view", "matrix_view"]
 

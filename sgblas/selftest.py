@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import sgblas
-    from sgblas.device import SIMULATOR, device_count
+    from sgblas.runtime.device import SIMULATOR, device_count
 
     if device_count() == 0:
         print("sgblas selftest: no CUDA device is present")

@@ -7,7 +7,7 @@ per kernel with its time; variants missing from the cache compile in parallel wo
 nvJitLink is installed (it comes with ``numba-cuda[cu13]``); without it an absent
 compute capability is compiled to PTX only and reported as "checked, not cached".
 ``--rebuild`` ignores what the cache holds. A second run finds everything cached.
-The cache directory is ``SGBLAS_CACHE_DIR`` when set (see :mod:`sgblas.kernel_cache`).
+The cache directory is ``SGBLAS_CACHE_DIR`` when set (see :mod:`sgblas.runtime.cache`).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ def _line(report) -> str:
 
 
 def _warm_device(device: int, rebuild: bool) -> int:
-    from sgblas import driver
-    from sgblas.device import compute_capability
+    from sgblas.runtime import driver
+    from sgblas.runtime.device import compute_capability
     from sgblas.dispatch.compiled import load_device
-    from sgblas.kernel_cache import cache_dir
+    from sgblas.runtime.cache import cache_dir
 
     cc = compute_capability(device)
     print(f"device {device} (cc {cc[0]}.{cc[1]}):")
@@ -61,7 +61,7 @@ def _warm_device(device: int, rebuild: bool) -> int:
 
 def _warm_cc(cc: tuple[int, int], rebuild: bool) -> int:
     """Cache every variant for a compute capability no present device needs to have."""
-    from sgblas import kernel_cache
+    from sgblas.runtime import cache as kernel_cache
     from sgblas.dispatch.compiled import fill_cache
 
     print(f"cc {cc[0]}.{cc[1]}:")
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help="compile every variant again")
     parser.add_argument("--variant", default=None, help="compile only this variant (what parallel workers run)")
     args = parser.parse_args(argv)
-    from sgblas.device import SIMULATOR, compute_capability, current_device, device_count
+    from sgblas.runtime.device import SIMULATOR, compute_capability, current_device, device_count
 
     if args.variant is not None:  # a worker: one variant, one compute capability, into the cache
         from sgblas.dispatch.compiled import compile_variant

@@ -100,7 +100,7 @@ def candidate_shapes(module: ModuleType, kind: str) -> Iterable[tuple[int, int, 
 
 def find_shape(handle, module: ModuleType, pair: tuple[str, str], kind: str) -> Shape | None:
     """The smallest candidate that the dispatch table sends to ``module`` for ``pair``."""
-    from sgblas.dispatch.problem import GemmProblem
+    from sgblas.kernels.problem import GemmProblem
     from sgblas.dispatch.table import select
 
     ta, tb = pair
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--kinds must be a subset of {KINDS}")
 
     import sgblas
-    from sgblas.device import SIMULATOR
+    from sgblas.runtime.device import SIMULATOR
     from sgblas.dispatch.table import variant_name
 
     handle = sgblas.Handle()

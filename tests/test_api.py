@@ -127,7 +127,7 @@ def test_readonly_c_is_invalid(handle, case):
             cai["data"] = (cai["data"][0], True)
             self.__cuda_array_interface__ = cai
 
-    if not sgblas.device.SIMULATOR:
+    if not sgblas.runtime.device.SIMULATOR:
         pytest.skip("a host-pointer interface is only a device array under the simulator")
     host = case.C.copy()
     assert _call(handle, case, C=ReadOnly(host)) == Status.INVALID_VALUE

@@ -44,8 +44,8 @@ from numba import cuda
 import sgblas
 import sgblas.api as api_module
 from sgblas import InvalidValueError, MathMode, SgblasError, Status
-from sgblas.device import SIMULATOR
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.runtime.device import SIMULATOR
+from sgblas.kernels.problem import GemmProblem
 from sgblas.reference import as_matrix, compare, reference_gemm
 
 INT32_MAX = 2**31 - 1

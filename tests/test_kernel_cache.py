@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sgblas import kernel_cache
+from sgblas.runtime import cache as kernel_cache
 
 
 @pytest.fixture
@@ -68,8 +68,9 @@ def test_damaged_entries_are_misses(cache, damage):
 
 def test_source_key_covers_every_kernel_module():
     # Every module the kernels are built from is hashed: a new kernel file is covered automatically.
-    kernels = Path(kernel_cache.__file__).parent / "kernels"
-    assert {p.name for p in kernels.glob("*.py")} >= {"general.py", "general_jit.py", "sgemm_nn_simt.py",
+    kernels = Path(kernel_cache.__file__).parent.parent / "kernels"
+    assert kernel_cache._KERNELS_DIR == kernels.resolve()
+    assert {p.name for p in kernels.glob("*.py")} >= {"general.py", "general_jit.py", "sgemm_simt.py",
                                                        "memory.py", "scale.py", "scale_jit.py", "signatures.py"}
     assert len(kernel_cache.source_key()) == 20
 

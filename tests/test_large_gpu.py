@@ -28,7 +28,7 @@ from numba import cuda, float32
 
 import sgblas
 from sgblas import Status
-from sgblas.device import SIMULATOR
+from sgblas.runtime.device import SIMULATOR
 from sgblas.reference import compare
 
 MIN_FREE_BYTES = 30 * 2**30

@@ -2,7 +2,7 @@
 context current only for the launch, restoring the caller's afterwards (docs/api.md, "Devices").
 
 CPU (and one GPU): the device checks with ``sgblas.operands.pointer_device`` monkeypatched to
-report another device, and the context switching (``sgblas.device.push_context`` / ``pop_context``) with the
+report another device, and the context switching (``sgblas.runtime.device.push_context`` / ``pop_context``) with the
 driver calls replaced by recorders. (tests/test_api.py already covers A on another device and a
 host pointer; these cover the rest.)
 
@@ -23,11 +23,11 @@ from numba import cuda
 
 import sgblas
 import sgblas.api as api_module
-import sgblas.device as device_module
+import sgblas.runtime.device as device_module
 import sgblas.operands as operands_module
 from sgblas import InvalidValueError, Status
-from sgblas.device import SIMULATOR
-from sgblas.driver import DriverError
+from sgblas.runtime.device import SIMULATOR
+from sgblas.runtime.driver import DriverError
 
 from helpers import Case
 
@@ -153,24 +153,24 @@ def driver_module():
     ("CU_MEMORYTYPE_ARRAY", 0, None),
 ])
 def test_pointer_device_classifies_memory(monkeypatch, driver_module, memtype, ordinal, expected):
-    import sgblas.driver
+    import sgblas.runtime.driver
 
     d = driver_module
     monkeypatch.setattr(device_module, "SIMULATOR", False)
-    monkeypatch.setattr(sgblas.driver, "pointer_attributes",
+    monkeypatch.setattr(sgblas.runtime.driver, "pointer_attributes",
                         lambda ptr: (int(getattr(d.CUmemorytype, memtype)), ordinal))
     assert device_module.pointer_device(0x7F0000001000) == expected
 
 
 def test_pointer_device_of_an_unknown_pointer_is_none(monkeypatch):
     monkeypatch.setattr(device_module, "SIMULATOR", False)
-    import sgblas.driver
+    import sgblas.runtime.driver
 
-    monkeypatch.setattr(sgblas.driver, "pointer_attributes", lambda ptr: None)  # the driver's error
+    monkeypatch.setattr(sgblas.runtime.driver, "pointer_attributes", lambda ptr: None)  # the driver's error
     assert device_module.pointer_device(0x1234) is None
-    monkeypatch.setattr(sgblas.driver, "pointer_attributes", lambda ptr: (0, -1))  # memory CUDA doesn't know
+    monkeypatch.setattr(sgblas.runtime.driver, "pointer_attributes", lambda ptr: (0, -1))  # memory CUDA doesn't know
     assert device_module.pointer_device(0x1234) is None
-    monkeypatch.setattr(sgblas.driver, "pointer_attributes", lambda ptr: (2, 1))  # device memory of GPU 1
+    monkeypatch.setattr(sgblas.runtime.driver, "pointer_attributes", lambda ptr: (2, 1))  # device memory of GPU 1
     assert device_module.pointer_device(0x1234) == 1
 
 

@@ -29,7 +29,7 @@ CHILD = textwrap.dedent(r'''
     from sgblas.dispatch.compiled import LoadedKernel, _key, variants
     from sgblas.enums import MathMode, Status
     from sgblas.handle import Handle
-    from sgblas.launch import GEMM_PARAMS
+    from sgblas.runtime.launch import GEMM_PARAMS
 
     seed = int(sys.argv[1])
     rng = random.Random(seed)

@@ -25,7 +25,7 @@ from numba import cuda
 import sgblas
 import sgblas.api as api_module
 from sgblas import Status
-from sgblas.device import SIMULATOR
+from sgblas.runtime.device import SIMULATOR
 
 from helpers import Case
 

@@ -19,9 +19,9 @@ def test_parse_ccs():
 
 
 def test_simulator_has_nothing_to_warm(capsys):
-    import sgblas.device
+    import sgblas.runtime.device
 
-    if not sgblas.device.SIMULATOR:
+    if not sgblas.runtime.device.SIMULATOR:
         pytest.skip("only meaningful under the simulator")
     assert main([]) == 0
     assert "nothing to warm up" in capsys.readouterr().out
@@ -53,7 +53,7 @@ def test_fresh_process_first_calls_compile_nothing():
         from numba import cuda
         from numba.cuda.core import event
         from sgblas.dispatch.compiled import load_reports
-        from sgblas.device import current_device
+        from sgblas.runtime.device import current_device
 
         sources = {r.source for r in load_reports(current_device())}
         passes = event.install_recorder("numba-cuda:run_pass")
@@ -86,13 +86,13 @@ def test_import_and_handle_load_cached_cubins_without_numba():
         t0 = time.perf_counter()
         import sgblas
         from sgblas.dispatch.compiled import load_reports
-        from sgblas.device import current_device
+        from sgblas.runtime.device import current_device
         h = sgblas.Handle()
         t1 = time.perf_counter()
         print("NUMBA", "numba" in sys.modules, "NUMPY", "numpy" in sys.modules)
         print("SOURCES", sorted({r.source for r in load_reports(current_device())}))
         print("VARIANTS", len(h._kernels), "SECONDS", round(t1 - t0, 3))
-        from sgblas import driver
+        from sgblas.runtime import driver
         local = {k.name: driver.kernel_attribute(k.function, driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, h.device)
                  for k in h._kernels.values()}
         print("LOCAL", sorted(set(local.values())), local)

@@ -2,7 +2,7 @@
 
 A variant is compiled by Numba with its explicit signature for one compute capability
 (``numba.cuda.compile_ptx`` with the kernel's launch bounds, then linked to a cubin) and
-stored in sgblas's disk cache (:mod:`sgblas.kernel_cache`). Loading a device reads the
+stored in sgblas's disk cache (:mod:`sgblas.runtime.cache`). Loading a device reads the
 cubins of its compute capability and hands them to the driver as context-independent
 kernels, without importing Numba; calls then launch those handles directly, so no call can
 ever reach Numba's JIT. Under the simulator the variants are Numba's simulated dispatchers.
@@ -16,8 +16,8 @@ import time
 from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
-from sgblas import driver, kernel_cache
-from sgblas.device import SIMULATOR, compute_capability
+from sgblas.runtime import cache as kernel_cache, driver
+from sgblas.runtime.device import SIMULATOR, compute_capability
 from sgblas.dispatch.table import DISPATCH_TABLE, variant_name
 from sgblas.kernels import scale
 
@@ -98,7 +98,7 @@ def build_cubin(module: ModuleType, pair: tuple[str, str] | None, cc: tuple[int,
     except Exception:
         if device is None or driver.current_context() != 0:
             raise
-        from sgblas.device import primary_context_handle
+        from sgblas.runtime.device import primary_context_handle
 
         driver.push_context(primary_context_handle(device))  # the driver's linker needs one
         try:

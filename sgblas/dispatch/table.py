@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import NamedTuple
 
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels import general, sgemm_nn_128x64x16, sgemm_nn_128x128x16
 
 __all__ = ["DISPATCH_TABLE", "Selection", "select", "select_cached", "variant_name"]

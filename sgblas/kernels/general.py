@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.kernels.problem import GemmProblem
 from sgblas.enums import MathMode
 from sgblas.kernels.abi import SIMULATOR
 

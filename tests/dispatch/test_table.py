@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.kernels.problem import GemmProblem
 from sgblas.dispatch.table import DISPATCH_TABLE, select, variant_name
 from sgblas.enums import MathMode
 from sgblas.kernels import general, sgemm_nn_128x64x16, sgemm_nn_128x128x16

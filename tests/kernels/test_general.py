@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.kernels.problem import GemmProblem
 from sgblas.enums import MathMode
 from sgblas.kernels import general
 from tests.reference import assert_gemm_close, make_operands, reference_gemm

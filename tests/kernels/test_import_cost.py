@@ -55,7 +55,7 @@ print(json.dumps(numba_report()))
 
 _SELECT_SCRIPT = _TRACE_NUMBA + r"""
 import json
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.kernels.problem import GemmProblem
 from sgblas.dispatch.table import DISPATCH_TABLE, select, select_cached, variant_name
 from sgblas.enums import MathMode
 from sgblas.kernels import scale
@@ -148,8 +148,8 @@ def test_kernel_imports_numba_only_when_built():
     out = _run(_BUILD_SCRIPT, simulator="1")
     assert out.pop("numba")
     assert out == {
-        "sgemm_nn_128x128x16": "sgblas.kernels.sgemm_nn_simt",
-        "sgemm_nn_128x64x16": "sgblas.kernels.sgemm_nn_simt",
+        "sgemm_nn_128x128x16": "sgblas.kernels.sgemm_simt",
+        "sgemm_nn_128x64x16": "sgblas.kernels.sgemm_simt",
         general.NAME: "sgblas.kernels.general_jit",
         scale.NAME: "sgblas.kernels.scale_jit",
     }

@@ -15,8 +15,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from sgblas import driver
-from sgblas.device import SIMULATOR
+from sgblas.runtime import driver
+from sgblas.runtime.device import SIMULATOR
 
 __all__ = ["launch_gemm", "launch_scale", "GEMM_PARAMS", "SCALE_PARAMS"]
 

@@ -34,7 +34,7 @@ __all__ = ["CACHE_DIR_VARIABLE", "CacheEntry", "cache_dir", "source_key", "entry
 CACHE_DIR_VARIABLE = "SGBLAS_CACHE_DIR"
 
 _FORMAT = 1
-_KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+_KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 
 
 class CacheEntry(NamedTuple):

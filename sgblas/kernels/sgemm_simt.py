@@ -52,7 +52,7 @@ from __future__ import annotations
 import linecache
 from dataclasses import dataclass
 
-from sgblas.dispatch.problem import GemmProblem
+from sgblas.kernels.problem import GemmProblem
 from sgblas.enums import MathMode
 from sgblas.kernels.abi import SIMULATOR
 

@@ -1,6 +1,6 @@
 """What the process can see of CUDA devices: presence, compute capability, contexts.
 
-Everything goes through the driver (:mod:`sgblas.driver`), never through Numba, so none of it
+Everything goes through the driver (:mod:`sgblas.runtime.driver`), never through Numba, so none of it
 imports Numba or creates a context unasked; all is cheap after the first call. The hot path of
 :func:`sgblas.sgemm` only uses :func:`current_context_handle` (default streams) and
 :func:`pointer_device` (once per array object).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from sgblas import driver as _driver
+from sgblas.runtime import driver as _driver
 from sgblas.kernels.abi import SIMULATOR
 
 __all__ = [
