@@ -153,7 +153,7 @@ def test_no_device_explicit_device_raises_not_initialized(monkeypatch):
 
 def test_device_count_survives_a_broken_driver(monkeypatch):
     """A driver that raises while being probed counts as no device, not as a crash."""
-    from sgblas import device
+    from sgblas.runtime import device
 
     if device.SIMULATOR:
         pytest.skip("the simulator always reports one device")

@@ -25,7 +25,8 @@ CHILD = textwrap.dedent(r'''
     from numba.cuda.cudadrv.driver import MemoryPointer
 
     import sgblas
-    from sgblas import api, device, driver
+    from sgblas import api
+    from sgblas.runtime import device, driver
     from sgblas.dispatch.compiled import LoadedKernel, _key, variants
     from sgblas.enums import MathMode, Status
     from sgblas.handle import Handle
