@@ -54,14 +54,21 @@ def _warm_up_at_import() -> None:
     argv = getattr(_sys, "orig_argv", [])
     if "-m" in argv and argv[argv.index("-m") + 1:][:1] == ["sgblas.warmup"]:
         return  # the warm-up command loads the kernels itself, reporting each one
-    from sgblas.runtime.device import SIMULATOR, current_device, device_count
+    from sgblas.runtime.device import BACKEND, current_device, device_count
 
-    if SIMULATOR or device_count() == 0:
+    if BACKEND.simulated or device_count() == 0:
         return
     try:
-        from sgblas.dispatch.compiled import load_device
+        from sgblas.kernels.spec import REGISTRY
+        from sgblas.runtime import driver, loader
 
-        load_device(current_device())
+        device = current_device()
+        loader.load_device(device, REGISTRY)
+        if driver.primary_context_active(device):
+            # The process already works on this device: put the kernels into its context now,
+            # while importing, so that no later call (nor gemm's first handle) has to wait for
+            # the context's streams to load them.
+            loader.make_resident(device)
     except Exception as exc:  # import must work; the first Handle reports the failure
         _warmup_error = exc
 

@@ -1,8 +1,17 @@
 """The BLAS-style entry points: :func:`sgemm` and :func:`explain`.
 
-``sgemm`` validates its arguments in the order documented in ``docs/api.md``, chooses a kernel
-through the dispatch table and enqueues it on the handle's stream. It never raises and never
-synchronises; on any status other than ``SUCCESS`` it has not touched C.
+``sgemm`` validates its arguments in the order documented in ``docs/api.md`` and hands the
+validated call to :func:`run`, which takes the shape class's plan (:mod:`sgblas.dispatch.plan`)
+and enqueues it on the handle's stream. It never raises and never synchronises; on any status
+other than ``SUCCESS`` it has not touched C.
+
+There is one call path. Most calls are *plain* (an open FP32 handle, 'N'/'T' strings,
+positive int sizes, leading dimensions that fit, normal float scalars, contiguous float32
+arrays of a known library on the handle's device, no overlap with C); ``_sgemm_plain`` checks
+exactly those conditions without building intermediate objects and returns None at the first
+one that does not hold, before anything is launched, so that the documented validation decides
+and explains. Both end in :func:`run` with the same arguments, hence the same plan and launch
+(``tests/test_plain_path.py`` checks it over random calls).
 """
 
 from __future__ import annotations
@@ -13,14 +22,13 @@ import struct
 import threading
 from typing import Any, NamedTuple
 
-from sgblas.kernels.problem import GemmProblem
-from sgblas.dispatch.table import select, select_cached, variant_name
-from sgblas.runtime import device as _device
+from sgblas.dispatch.plan import choose, execute, plan_for
 from sgblas.enums import MathMode, Status
 from sgblas.handle import Handle
-from sgblas.kernels import scale
-from sgblas.runtime.launch import launch_gemm, launch_scale
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.spec import SCALE_KERNEL
 from sgblas.operands import Operand, read_device_span, read_operand
+from sgblas.runtime.device import BACKEND
 
 __all__ = ["sgemm", "explain", "Explanation", "last_error_message"]
 
@@ -41,23 +49,23 @@ class _Failure(NamedTuple):
     message: str
 
 
-class _Plan(NamedTuple):
-    """A validated call. ``c`` is None when nothing is launched (m or n is 0); ``problem`` is
-    None when C = beta*C is all there is to do (k or alpha is 0)."""
+class _Call(NamedTuple):
+    """A validated call. ``c`` is None when nothing is launched (m or n is 0); ``a`` and ``b``
+    are None when A and B are not read (k or alpha is 0: C = beta * C)."""
 
-    problem: GemmProblem | None
+    ta: str
+    tb: str
     m: int
     n: int
-    ldc: int
+    k: int
     alpha: float
-    beta: float
     a: Operand | None
+    lda: int
     b: Operand | None
+    ldb: int
+    beta: float
     c: Operand | None
-
-
-def _fail(status: Status, message: str) -> _Failure:
-    return _Failure(status, message)
+    ldc: int
 
 
 def _show(value: Any) -> str:
@@ -73,10 +81,10 @@ def _count(value: Any, name: str) -> int | _Failure:
     if type(value) is int and 0 <= value <= INT32_MAX:  # the common case, without ABC checks
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        return _fail(Status.INVALID_VALUE, f"{name}={_show(value)} is not an integer")
+        return _Failure(Status.INVALID_VALUE, f"{name}={_show(value)} is not an integer")
     value = int(value)
     if not 0 <= value <= INT32_MAX:
-        return _fail(Status.INVALID_VALUE, f"{name}={_show(value)} is outside [0, 2**31 - 1]")
+        return _Failure(Status.INVALID_VALUE, f"{name}={_show(value)} is outside [0, 2**31 - 1]")
     return value
 
 
@@ -85,7 +93,7 @@ def _leading_dimension(value: Any, name: str, rows: int, what: str) -> int | _Fa
     if type(ld) is _Failure:
         return ld
     if ld < max(1, rows):
-        return _fail(Status.INVALID_VALUE, f"{name}={ld} is below max(1, {what}) = {max(1, rows)}")
+        return _Failure(Status.INVALID_VALUE, f"{name}={ld} is below max(1, {what}) = {max(1, rows)}")
     return ld
 
 
@@ -94,11 +102,11 @@ def _scalar(value: Any, name: str) -> float | _Failure:
     so an alpha that rounds to zero in float32 is zero (A and B are not read)."""
     if type(value) is not float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return _fail(Status.INVALID_VALUE, f"{name}={_show(value)} is not a real number")
+            return _Failure(Status.INVALID_VALUE, f"{name}={_show(value)} is not a real number")
         try:
             value = float(value)
         except (OverflowError, ValueError, TypeError):
-            return _fail(Status.INVALID_VALUE, f"{name}={_show(value)} does not convert to a float")
+            return _Failure(Status.INVALID_VALUE, f"{name}={_show(value)} does not convert to a float")
     try:  # round to nearest float32, as the hardware conversion does
         return _F32.unpack(_F32.pack(value))[0]
     except OverflowError:  # beyond float32's range after rounding: +-Inf
@@ -109,16 +117,16 @@ def _matrix(x: Any, name: str, rows: int, cols: int, ld: int, device: int, writa
             pre_read: Operand | None = None) -> Operand | _Failure:
     op = pre_read if pre_read is not None else read_operand(x, name)
     if isinstance(op, str):
-        return _fail(Status.INVALID_VALUE, op)
+        return _Failure(Status.INVALID_VALUE, op)
     needed = (cols - 1) * ld + rows
     if op.extent < needed:
-        return _fail(Status.INVALID_VALUE,
+        return _Failure(Status.INVALID_VALUE,
                      f"{name} spans {op.extent} float32 elements but a {rows}x{cols} matrix with "
                      f"ld={ld} needs (cols - 1) * ld + rows = {needed}")
     if op.device != device:
-        return _fail(Status.INVALID_VALUE, f"{name} is in memory of device {op.device}, not of the handle's device {device}")
+        return _Failure(Status.INVALID_VALUE, f"{name} is in memory of device {op.device}, not of the handle's device {device}")
     if writable and op.readonly:
-        return _fail(Status.INVALID_VALUE, f"{name} is read-only")
+        return _Failure(Status.INVALID_VALUE, f"{name} is read-only")
     return op
 
 
@@ -128,22 +136,22 @@ def _overlaps(x: Operand, x_needed: int, c: Operand, c_needed: int) -> bool:
 
 def validate(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any,
              A: Any, lda: Any, B: Any, ldb: Any, beta: Any, C: Any, ldc: Any,
-             operands: tuple = (None, None, None), names: tuple = ("A", "B", "C")) -> _Plan | _Failure:
+             operands: tuple = (None, None, None), names: tuple = ("A", "B", "C")) -> _Call | _Failure:
     """Check a call in the documented order.
 
     ``operands`` lets a caller that has already read A, B, C (as :class:`Operand`) pass them in,
     so each interface is read once; ``names`` are the argument names used in messages.
     """
     if not isinstance(handle, Handle) or handle.closed:
-        return _fail(Status.NOT_INITIALIZED, f"handle {handle!r} is not an open sgblas.Handle")
+        return _Failure(Status.NOT_INITIALIZED, f"handle {handle!r} is not an open sgblas.Handle")
     if handle.math_mode is not MathMode.FP32:
-        return _fail(Status.NOT_SUPPORTED, f"math mode {handle.math_mode.name} is not implemented; only FP32 is")
+        return _Failure(Status.NOT_SUPPORTED, f"math mode {handle.math_mode.name} is not implemented; only FP32 is")
     ta = _TRANS.get(transa) if isinstance(transa, str) else None
     if ta is None:
-        return _fail(Status.INVALID_VALUE, f"transa={_show(transa)} is not one of 'N', 'n', 'T', 't'")
+        return _Failure(Status.INVALID_VALUE, f"transa={_show(transa)} is not one of 'N', 'n', 'T', 't'")
     tb = _TRANS.get(transb) if isinstance(transb, str) else None
     if tb is None:
-        return _fail(Status.INVALID_VALUE, f"transb={_show(transb)} is not one of 'N', 'n', 'T', 't'")
+        return _Failure(Status.INVALID_VALUE, f"transb={_show(transb)} is not one of 'N', 'n', 'T', 't'")
     if not (type(m) is int and type(n) is int and type(k) is int
             and 0 <= m <= INT32_MAX and 0 <= n <= INT32_MAX and 0 <= k <= INT32_MAX):
         dims = []  # the slow path: numpy integers, or a sentence naming the bad value
@@ -170,15 +178,15 @@ def validate(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alph
     beta = _scalar(beta, "beta")
     if type(beta) is _Failure:
         return beta
-    if m == 0 or n == 0:
-        return _Plan(None, m, n, ldc, alpha, beta, None, None, None)  # the contract: succeed, launch nothing
+    if m == 0 or n == 0:  # the contract: succeed, launch nothing
+        return _Call(ta, tb, m, n, k, alpha, None, lda, None, ldb, beta, None, ldc)
 
     device = handle.device
     c = _matrix(C, names[2], m, n, ldc, device, True, operands[2])
     if type(c) is _Failure:
         return c
     if k == 0 or alpha == 0.0:  # A and B are not read: their arguments are not examined
-        return _Plan(None, m, n, ldc, alpha, beta, None, None, c)
+        return _Call(ta, tb, m, n, k, alpha, None, lda, None, ldb, beta, c, ldc)
     a = _matrix(A, names[0], a_rows, a_cols, lda, device, False, operands[0])
     if type(a) is _Failure:
         return a
@@ -187,69 +195,56 @@ def validate(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alph
         return b
     c_needed = (n - 1) * ldc + m
     if _overlaps(a, (a_cols - 1) * lda + a_rows, c, c_needed):
-        return _fail(Status.INVALID_VALUE, f"{names[0]}'s storage overlaps {names[2]}'s")
+        return _Failure(Status.INVALID_VALUE, f"{names[0]}'s storage overlaps {names[2]}'s")
     if _overlaps(b, (b_cols - 1) * ldb + b_rows, c, c_needed):
-        return _fail(Status.INVALID_VALUE, f"{names[1]}'s storage overlaps {names[2]}'s")
-    problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
-                          a.ptr, lda, b.ptr, ldb, c.ptr, ldc)
-    return _Plan(problem, m, n, ldc, alpha, beta, a, b, c)
+        return _Failure(Status.INVALID_VALUE, f"{names[1]}'s storage overlaps {names[2]}'s")
+    return _Call(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
 
-def execute(handle: Handle, plan: _Plan) -> Status:
-    """Enqueue a validated plan on the handle's stream, in the handle's device context."""
-    c = plan.c
-    if c is None:
-        return Status.SUCCESS
-    stream = handle._stream[2]
-    problem = plan.problem
-    check_context = not _device.SIMULATOR
-    if problem is None:  # k == 0 or alpha == 0: C = beta * C, A and B untouched
-        return _enqueue(handle, check_context, launch_scale, stream, handle._kernels[_SCALE_KEY],
-                        scale.grid(plan.m, plan.n), plan.m, plan.n, plan.beta, c.ptr, c.extent, plan.ldc)
+def run(handle: Handle, ta: str, tb: str, m: int, n: int, k: int, alpha: float, a_ptr: int, a_extent: int,
+        lda: int, b_ptr: int, b_extent: int, ldb: int, beta: float, c_ptr: int, c_extent: int,
+        ldc: int) -> Status:
+    """Plan and enqueue a validated call with m, n >= 1 (A and B unread when k or alpha is 0,
+    their pointers then 0). A failure is a status, never an escaping exception."""
     try:
-        selection = select_cached(problem)
-        module = selection.module
-        loaded = None if module is None else handle._kernels[(module.NAME, (problem.transa, problem.transb))]
-    except Exception as exc:  # a guard or the kernel table failing is a status, not an exception
+        plan = plan_for(handle, ta, tb, m, n, k, k != 0 and alpha != 0.0, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
+    except Exception as exc:  # a guard or the heuristic failing is a status, not an exception
         _last_error.message = f"choosing a kernel failed: {type(exc).__name__}: {exc}"
         return Status.INTERNAL_ERROR
-    if loaded is None:
+    if plan is None:
+        choice = choose(GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb,
+                                    c_ptr, ldc), handle.properties, handle.workspace_bytes)
         _last_error.message = "no kernel accepted the problem: " + "; ".join(
-            f"{name}: {reason}" for name, reason in selection.refusals)
+            f"{name}: {reason}" for name, reason in choice.refused + choice.passed_over)
         return Status.INTERNAL_ERROR
-    return _enqueue(handle, check_context, launch_gemm, stream, loaded, module.grid(problem.m, problem.n),
-                    problem.m, problem.n, problem.k, plan.alpha, problem.a_ptr, plan.a.extent, problem.lda,
-                    problem.b_ptr, plan.b.extent, problem.ldb, plan.beta, problem.c_ptr, c.extent, problem.ldc)
-
-
-def _enqueue(handle: Handle, check_context: bool, launch: Any, *args: Any) -> Status:
-    """``launch(*args)`` in the handle's context: when ``check_context`` and the calling
-    thread's current context is another, the handle's is pushed for the launch and popped
-    after, so the caller's is restored. A failure is a status, never an escaping exception."""
-    pushed = False
     try:
-        if check_context and _device.current_context_handle() != handle._context:
-            _device.push_context(handle._context)
-            pushed = True
-        launch(*args)
+        execute(handle, plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                beta, c_ptr, c_extent, ldc)
     except Exception as exc:
-        _launches.clear()  # whatever was memoised for the plain path is asked again next time
+        handle._plans.clear()  # whatever was memoised is chosen again next time
         _last_error.message = f"the kernel launch failed: {type(exc).__name__}: {exc}"
         return Status.EXECUTION_FAILED
-    finally:
-        if pushed:
-            _device.pop_context()
     return Status.SUCCESS
 
 
-_SCALE_KEY = (scale.NAME, None)
+def run_call(handle: Handle, call: _Call) -> Status:
+    """:func:`run` for a call that :func:`validate` accepted."""
+    c = call.c
+    if c is None:
+        return Status.SUCCESS
+    a, b = call.a, call.b
+    if a is None:  # C = beta * C
+        return run(handle, call.ta, call.tb, call.m, call.n, call.k, call.alpha, 0, 0, call.lda, 0, 0, call.ldb,
+                   call.beta, c.ptr, c.extent, call.ldc)
+    return run(handle, call.ta, call.tb, call.m, call.n, call.k, call.alpha, a.ptr, a.extent, call.lda,
+               b.ptr, b.extent, call.ldb, call.beta, c.ptr, c.extent, call.ldc)
 
 
-def _finish(result: _Plan | _Failure, handle: Handle) -> Status:
+def _finish(result: _Call | _Failure, handle: Handle) -> Status:
     if type(result) is _Failure:
         _last_error.message = result.message
         return result.status
-    return execute(handle, result)
+    return run_call(handle, result)
 
 
 def sgemm(handle: Handle, transa: str, transb: str, m: int, n: int, k: int, alpha: float,
@@ -273,20 +268,10 @@ def sgemm(handle: Handle, transa: str, transb: str, m: int, n: int, k: int, alph
     return _finish(validate(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), handle)
 
 
-# --- the plain call, checked and launched without building a plan -------------------------------
-#
-# Most calls are plain: an open FP32 handle, 'N'/'T' strings, positive int sizes, leading
-# dimensions that fit, normal float scalars, contiguous float32 arrays of a known library on
-# the handle's device, no overlap with C. ``_sgemm_plain`` checks exactly those conditions and
-# launches, or returns None at the first one that does not hold, before anything is launched,
-# and the documented validation above then decides and explains. So the two paths accept the
-# same calls (tests/test_api.py checks that they launch the same kernel with the same
-# arguments), and a plain call never builds an Operand, a GemmProblem or a plan.
+# --- the plain call: the same checks as validate's, without building objects -----------------
 
 _PLAIN_TRANS = {"N": "N", "n": "N", "T": "T", "t": "T"}
 _FLT_MIN_NORMAL = 2.0 ** -126
-_launches: dict = {}
-_LAUNCH_CACHE_SIZE = 4096
 
 
 def _plain_scalar(value: Any) -> bool:
@@ -294,26 +279,10 @@ def _plain_scalar(value: Any) -> bool:
     return type(value) is float and _FLT_MIN_NORMAL <= abs(value) <= _FLT_MAX
 
 
-def _launch_config(handle: Handle, ta: str, tb: str, m: int, n: int, k: int,
-                   a_ptr: int, lda: int, b_ptr: int, ldb: int, c_ptr: int, ldc: int):
-    """``(LoadedKernel, grid)`` for a valid problem, memoised on what guards may read."""
-    key = (handle.device, ta, tb, m, n, k, a_ptr & 15, b_ptr & 15, c_ptr & 15, lda & 3, ldb & 3, ldc & 3)
-    config = _launches.get(key)
-    if config is None:
-        module = select_cached(GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
-                                           a_ptr, lda, b_ptr, ldb, c_ptr, ldc)).module
-        if module is None:
-            return None
-        if len(_launches) >= _LAUNCH_CACHE_SIZE:
-            _launches.clear()
-        config = _launches[key] = (handle._kernels[(module.NAME, (ta, tb))], module.grid(m, n))
-    return config
-
-
 def _plain_shape(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any,
                  lda: Any, ldb: Any, beta: Any, ldc: Any) -> tuple | None:
     """``(ta, tb, a_rows, a_cols, b_rows, b_cols)`` when every non-array argument is plain."""
-    if type(handle) is not Handle or handle._closed or handle.math_mode is not MathMode.FP32 or _device.SIMULATOR:
+    if type(handle) is not Handle or handle._closed or handle.math_mode is not MathMode.FP32 or _SIMULATED:
         return None
     ta = _PLAIN_TRANS.get(transa) if type(transa) is str else None
     tb = _PLAIN_TRANS.get(transb) if type(transb) is str else None
@@ -330,6 +299,10 @@ def _plain_shape(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, 
     if not _plain_scalar(alpha) or not (beta == 0.0 and type(beta) is float or _plain_scalar(beta)):
         return None
     return ta, tb, a_rows, a_cols, b_rows, b_cols
+
+
+#: The simulator's arrays are read by the documented path only.
+_SIMULATED = BACKEND.simulated
 
 
 def _sgemm_plain(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any,
@@ -381,32 +354,33 @@ def _launch_plain(handle: Handle, ta: str, tb: str, m: int, n: int, k: int, alph
             or (a_ptr < c_ptr + 4 * c_needed and c_ptr < a_ptr + 4 * a_needed)
             or (b_ptr < c_ptr + 4 * c_needed and c_ptr < b_ptr + 4 * b_needed)):
         return None
-    config = _launch_config(handle, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
-    if config is None:
-        return None
-    loaded, grid = config
-    _, raw_stream, stream = handle._stream
-    # On its own stream a kernel runs in that stream's context, which Handle.set_stream checked
-    # is the handle's; the default streams run in the current context.
-    return _enqueue(handle, raw_stream <= 2, launch_gemm, stream, loaded, grid, m, n, k, alpha,
-                    a_ptr, a_extent, lda, b_ptr, b_extent, ldb, beta, c_ptr, c_extent, ldc)
+    return run(handle, ta, tb, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+               beta, c_ptr, c_extent, ldc)
 
 
 class Explanation(NamedTuple):
-    """Which kernel a call would run, and why each kernel before it in the table refused.
+    """Which kernel a call would run, and why every other variant would not.
 
     ``kernel`` is the variant name, or None when nothing would be launched or the call is
-    invalid (then ``status`` and ``message`` say why).
+    invalid (then ``status`` and ``message`` say why); ``alignment`` its alignment class in
+    bytes. ``refusals`` are the variants that cannot run the problem, ``passed_over`` those
+    that could but that the heuristic ranked lower, each as ``(name, reason)``.
     """
 
     kernel: str | None
     refusals: tuple[tuple[str, str], ...]
     status: Status
     message: str
+    passed_over: tuple[tuple[str, str], ...] = ()
+    alignment: int | None = None
 
     def __str__(self) -> str:
-        lines = [f"kernel: {self.kernel or '(none)'}" + (f" ({self.message})" if self.message else "")]
-        lines += [f"  passed over {name}: {reason}" for name, reason in self.refusals]
+        head = f"kernel: {self.kernel or '(none)'}"
+        if self.alignment is not None:
+            head += f" (alignment class {self.alignment} bytes)"
+        lines = [head + (f" ({self.message})" if self.message else "")]
+        lines += [f"  cannot run {name}: {reason}" for name, reason in self.refusals]
+        lines += [f"  not chosen {name}: {reason}" for name, reason in self.passed_over]
         return "\n".join(lines)
 
 
@@ -418,8 +392,14 @@ def explain(handle: Handle, transa: str, transb: str, m: int, n: int, k: int,
         return Explanation(None, (), result.status, result.message)
     if result.c is None:
         return Explanation(None, (), Status.SUCCESS, "m or n is 0: nothing is launched")
-    if result.problem is None:
-        return Explanation(scale.NAME, (), Status.SUCCESS, "k is 0: C = beta * C")
-    selection = select(result.problem)
-    p = result.problem
-    return Explanation(variant_name(selection.module, p.transa, p.transb), selection.refusals, Status.SUCCESS, "")
+    if result.a is None:
+        return Explanation(SCALE_KERNEL.name, (), Status.SUCCESS, "k is 0: C = beta * C",
+                           alignment=SCALE_KERNEL.align)
+    r = result
+    problem = GemmProblem(handle.cc, handle.math_mode, r.ta, r.tb, r.m, r.n, r.k, r.a.ptr, r.lda, r.b.ptr, r.ldb,
+                          r.c.ptr, r.ldc)
+    choice = choose(problem, handle.properties, handle.workspace_bytes)
+    if choice.spec is None:
+        return Explanation(None, choice.refused, Status.INTERNAL_ERROR, "no kernel accepted the problem",
+                           choice.passed_over)
+    return Explanation(choice.spec.name, choice.refused, Status.SUCCESS, "", choice.passed_over, choice.spec.align)

@@ -12,6 +12,7 @@ class Status(IntEnum):
 
     SUCCESS = 0
     NOT_INITIALIZED = 1
+    ALLOC_FAILED = 3
     INVALID_VALUE = 7
     ARCH_MISMATCH = 8
     EXECUTION_FAILED = 13

@@ -4,41 +4,104 @@ from __future__ import annotations
 
 from typing import Any
 
-from sgblas.api import _Failure, execute, last_error_message, sgemm_operands_plain, validate
+from sgblas.api import _Failure, last_error_message, run_call, sgemm_operands_plain, validate
 from sgblas.enums import Status
 from sgblas.errors import InvalidValueError, SgblasError, status_error
-from sgblas.handle import Handle
+from sgblas.handle import Handle, stream_handle
 from sgblas.operands import Operand, matrix_view, read_device_span, read_operand
 
-__all__ = ["gemm", "default_handle"]
+__all__ = ["gemm", "default_handle", "current_stream"]
 
-_default_handles: dict[int, Handle] = {}
+#: gemm's handles, one per (device, raw stream) it has run on, kept for the life of the process
+#: (as PyTorch keeps a cuBLAS workspace per stream): creating one allocates its workspace.
+_default_handles: dict[tuple[int, int], Handle] = {}
+_LIBRARY: dict[type, str | None] = {}
+_LIBRARY_NAMES = {"cupy": "a CuPy array", "torch": "a PyTorch tensor", "numba": "a Numba device array"}
 
 
-def default_handle() -> Handle:
-    """A handle on the current device and its default stream, created once per device."""
-    from sgblas.runtime.device import current_device
+def _library(x: Any) -> str | None:
+    """"cupy", "torch" or "numba" for arrays of those libraries, None for any other exporter."""
+    kind = type(x)
+    try:
+        return _LIBRARY[kind]
+    except KeyError:
+        pass
+    top = kind.__module__.split(".")[0]
+    tag = top if top in ("cupy", "torch") else "numba" if top in ("numba", "numba_cuda") else None
+    _LIBRARY[kind] = tag
+    return tag
 
-    device = current_device()
-    handle = _default_handles.get(device)
+
+def current_stream(library: str | None, device: int) -> int:
+    """The raw stream ``gemm`` uses when given neither ``handle`` nor ``stream``: the current
+    stream of the operands' library on ``device`` (CuPy's current stream; PyTorch's current
+    stream; Numba's default stream, which is the per-thread one when Numba is configured so),
+    or the legacy default stream for any other exporter."""
+    if library == "cupy":
+        import cupy
+
+        return cupy.cuda.get_current_stream(device).ptr
+    if library == "torch":
+        import torch
+
+        return torch.cuda.current_stream(device).cuda_stream
+    if library == "numba":
+        from numba.core import config
+
+        return 2 if config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
+    return 0
+
+
+def default_handle(device: int | None = None, stream: Any = None) -> Handle:
+    """gemm's handle for ``device`` (default: the current device) and ``stream`` (any stream
+    :class:`Handle` accepts; default: the legacy default stream), created on first use.
+
+    Creating one makes no call wait: the kernels were made resident in the device's context at
+    import or by an earlier handle (see docs/api.md, "Streams"), and the workspace is allocated
+    with ``cuMemAlloc``, which does not wait for running work.
+    """
+    if device is None:
+        from sgblas.runtime.device import current_device
+
+        device = current_device()
+    raw = stream_handle(stream)
+    handle = _default_handles.get((device, raw))
     if handle is None or handle.closed:
-        handle = _default_handles[device] = Handle(device)
+        handle = _default_handles[(device, raw)] = Handle(device, stream=raw)
     return handle
 
 
 def _allocate_like(a: Any, rows: int, cols: int, handle: Handle) -> Any:
-    """A new column-major float32 array of the same library as ``a`` (Numba otherwise)."""
-    module = type(a).__module__.split(".")[0]
-    if module == "cupy":
+    """A new column-major float32 array of the same library as ``a`` (Numba otherwise),
+    allocated in stream order on the handle's stream, so that the library's allocator does not
+    hand its memory to other work while the kernel may still write it."""
+    library = _library(a)
+    raw = handle.stream_handle
+    if library == "cupy":
         import cupy
 
-        with cupy.cuda.Device(handle.device), cupy.cuda.ExternalStream(handle.stream_handle):
-            return cupy.empty((rows, cols), dtype=cupy.float32, order="F")
-    if module == "torch":
+        with cupy.cuda.Device(handle.device):
+            current = cupy.cuda.get_current_stream()
+            if current.ptr == raw:
+                return cupy.empty((rows, cols), dtype=cupy.float32, order="F")
+            # ``with stream:`` would leave the NULL stream current on exit, not the one the
+            # caller had made current with ``use()``: restore that one explicitly.
+            cupy.cuda.ExternalStream(raw).use()
+            try:
+                return cupy.empty((rows, cols), dtype=cupy.float32, order="F")
+            finally:
+                current.use()
+    if library == "torch":
         import torch
 
         # torch has no Fortran order: the transpose of a C-ordered (cols, rows) tensor is one.
-        return torch.empty((cols, rows), dtype=torch.float32, device=f"cuda:{handle.device}").t()
+        def empty():
+            return torch.empty((cols, rows), dtype=torch.float32, device=f"cuda:{handle.device}").t()
+
+        if torch.cuda.current_stream(handle.device).cuda_stream == raw:
+            return empty()
+        with torch.cuda.stream(torch.cuda.ExternalStream(raw, device=handle.device)):
+            return empty()
     from numba import cuda
     import numpy as np
 
@@ -46,7 +109,7 @@ def _allocate_like(a: Any, rows: int, cols: int, handle: Handle) -> Any:
         return cuda.device_array((rows, cols), dtype=np.float32, order="F")
     with cuda.gpus[handle.device]:
         return cuda.device_array((rows, cols), dtype=np.float32, order="F",
-                                 stream=cuda.external_stream(handle.stream_handle) if handle.stream_handle else 0)
+                                 stream=cuda.external_stream(raw) if raw else 0)
 
 
 def _operand(x: Any, name: str) -> tuple[tuple, tuple[int, int, bool]]:
@@ -65,23 +128,52 @@ def _operand(x: Any, name: str) -> tuple[tuple, tuple[int, int, bool]]:
     return read, view
 
 
+def _handle_for(handle: Handle | None, stream: Any, a: Any, b: Any, c: Any, device: int | None) -> Handle:
+    """The handle a gemm call runs on (see :func:`gemm`)."""
+    if handle is not None:
+        if stream is not None and stream_handle(stream) != handle.stream_handle:
+            raise InvalidValueError(f"stream={stream!r} (handle {stream_handle(stream):#x}) disagrees with the "
+                                    f"handle's stream {handle.stream_handle:#x}; pass one of them")
+        return handle
+    if device is None:
+        from sgblas.runtime.device import current_device
+
+        device = current_device()
+    if stream is None:
+        library = _library(a)
+        for name, x in (("b", b), ("c", c)):
+            other = _library(x) if x is not None else None
+            if other is not None and library is not None and other != library:
+                raise InvalidValueError(
+                    f"a is {_LIBRARY_NAMES[library]} and {name} is {_LIBRARY_NAMES[other]}: gemm follows the "
+                    f"current stream of the operands' library and cannot choose between two; pass stream= or handle=")
+            library = library or other
+        stream = current_stream(library, device)
+    return default_handle(device, stream)
+
+
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
-         trans_a: bool = False, trans_b: bool = False, handle: Handle | None = None) -> Any:
+         trans_a: bool = False, trans_b: bool = False, handle: Handle | None = None,
+         stream: Any = None) -> Any:
     """``c = alpha * op(a) @ op(b) + beta * c`` with NumPy semantics; returns ``c``.
 
     ``a``, ``b`` and ``c`` are 2-D float32 device arrays (Numba, CuPy, PyTorch, ...) in either
     memory order; ``op(x)`` is ``x.T`` when ``trans_x`` is true. C-ordered operands are read
     through the identity ``C^T = B^T A^T`` without copies. When ``c`` is None a column-major
-    result of ``a``'s array library is allocated and ``beta`` is ignored. ``handle`` defaults to
-    one on the current device's default stream.
+    result of ``a``'s array library is allocated and ``beta`` is ignored.
+
+    The stream: ``stream`` (anything :class:`Handle` accepts) or ``handle``'s; with neither,
+    the current stream of the operands' library, as NumPy-style GPU libraries do: CuPy's
+    current stream, PyTorch's current stream of the tensors' device, Numba's default stream,
+    the legacy default stream for other exporters. Operands of two libraries, or a ``stream``
+    that disagrees with ``handle``, raise :class:`InvalidValueError`.
 
     Raises :class:`InvalidValueError` (a ``ValueError``) naming the bad value for invalid
     arguments, and :class:`SgblasError` carrying the status for other failures.
     """
-    if handle is None:
-        handle = default_handle()
     a_op, (a_rows, lda, a_t) = _operand(a, "a")
     b_op, (b_rows, ldb, b_t) = _operand(b, "b")
+    handle = _handle_for(handle, stream, a, b, c, a_op[4])
     m, k = a_op[2][::-1] if trans_a else a_op[2]
     k_b, n = b_op[2][::-1] if trans_b else b_op[2]
     if k != k_b:
@@ -114,7 +206,7 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     result = validate(handle, *args, operands=operands, names=names)
     if isinstance(result, _Failure):
         raise status_error(result.status, result.message)
-    status = execute(handle, result)
+    status = run_call(handle, result)
     if status != Status.SUCCESS:
         raise SgblasError(status, last_error_message() or f"sgemm returned {status.name}")
     return c

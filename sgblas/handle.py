@@ -1,16 +1,21 @@
-"""The handle: a device, a stream and a math mode that every call on it uses."""
+"""The handle: a device, a stream, a math mode and a workspace that every call on it uses."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from sgblas.runtime.driver import CUDA_ERROR_NO_BINARY_FOR_GPU, DriverError, as_pointer, stream_context
-from sgblas.runtime.device import SIMULATOR, compute_capability, current_device, device_count, primary_context_handle
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
+from sgblas.kernels.spec import REGISTRY
+from sgblas.runtime import driver, loader
+from sgblas.runtime.device import (BACKEND, compute_capability, current_device, device_count, device_properties,
+                                   primary_context_handle)
+from sgblas.runtime.driver import CUDA_ERROR_NO_BINARY_FOR_GPU, DriverError, stream_context
 
-__all__ = ["Handle", "stream_handle"]
+__all__ = ["Handle", "stream_handle", "DEFAULT_WORKSPACE_BYTES"]
+
+#: The workspace a handle allocates unless told otherwise (as cuBLAS recommends for Hopper).
+DEFAULT_WORKSPACE_BYTES: int = 32 * 1024 * 1024
 
 #: The legacy (0 and 1) and per-thread (2) default-stream handles: they run in whichever
 #: context is current, so a call on them makes the handle's context current first.
@@ -40,19 +45,24 @@ def stream_handle(stream: Any) -> int:
         handle = getattr(stream, attribute, None)
         if isinstance(handle, int):
             return handle
-    if SIMULATOR and type(stream).__module__.startswith("numba.cuda.simulator"):
+    if BACKEND.simulated and type(stream).__module__.startswith("numba.cuda.simulator"):
         return 0  # the simulator's streams run synchronously and have no handle
     raise InvalidValueError(f"stream of type {type(stream).__name__} is not a CUDA stream sgblas recognises")
 
 
 class Handle:
-    """A binding of sgblas calls to one device, one stream and one math mode.
+    """A binding of sgblas calls to one device, one stream, one math mode and one workspace.
 
-    ``Handle(device=None, stream=None, math_mode=MathMode.FP32)``: ``device`` defaults to the
-    calling thread's current device; ``stream`` to the legacy default stream. Creating a handle
-    compiles or loads every kernel variant for its device (see :mod:`sgblas.warmup`), so no
-    call ever compiles. Raises :class:`SgblasError` with ``Status.NOT_INITIALIZED`` when no CUDA
-    device is present, and :class:`InvalidValueError` for a bad device ordinal or stream.
+    ``Handle(device=None, stream=None, math_mode=MathMode.FP32, workspace_bytes=None)``:
+    ``device`` defaults to the calling thread's current device; ``stream`` to the legacy
+    default stream; ``workspace_bytes`` to :data:`DEFAULT_WORKSPACE_BYTES`.
+
+    Creating a handle is a set-up step, like ``cublasCreate``: it compiles or loads every
+    kernel variant for its device (see :mod:`sgblas.warmup`), makes them resident in the
+    device's primary context, and allocates the workspace. The first handle of a context may
+    therefore wait for that context's running work (once); calls never do, and never compile.
+    Raises :class:`SgblasError` with ``Status.NOT_INITIALIZED`` when no CUDA device is present,
+    and :class:`InvalidValueError` for a bad device ordinal, stream or workspace size.
 
     A handle may be shared between threads: a call reads the handle's stream once, and
     :meth:`set_stream` replaces it atomically; calls issued concurrently on one stream are
@@ -60,12 +70,13 @@ class Handle:
     race to avoid (the call returns NOT_INITIALIZED or completes).
     """
 
-    __slots__ = ("device", "math_mode", "cc", "_stream", "_context", "_kernels",
-                 "_closed", "__weakref__")
+    __slots__ = ("device", "math_mode", "cc", "properties", "_stream", "_context", "_kernels", "_plans",
+                 "_workspace", "_closed", "__weakref__")
 
     def __init__(self, device: int | None = None, stream: Any = None,
-                 math_mode: MathMode = MathMode.FP32) -> None:
+                 math_mode: MathMode = MathMode.FP32, workspace_bytes: int | None = None) -> None:
         self._closed = True
+        self._workspace = (0, 0, None)
         count = device_count()
         if count == 0:
             raise SgblasError(Status.NOT_INITIALIZED, "no CUDA device is present, so no handle can be created")
@@ -75,14 +86,19 @@ class Handle:
             raise InvalidValueError(f"device={device!r} is not a device ordinal in [0, {count})")
         if not isinstance(math_mode, MathMode):
             raise InvalidValueError(f"math_mode={math_mode!r} is not a sgblas.MathMode")
-        from sgblas.dispatch.compiled import loaded_kernels
-
+        if workspace_bytes is not None and (isinstance(workspace_bytes, bool) or not isinstance(workspace_bytes, int)
+                                            or workspace_bytes < 0):
+            raise InvalidValueError(f"workspace_bytes={workspace_bytes!r} is not a non-negative int")
         self.device = device
         self.math_mode = math_mode
         self.cc = compute_capability(device)
-        self._context = 0 if SIMULATOR else primary_context_handle(device)
+        #: SM count and per-SM limits: what the dispatch heuristic reads.
+        self.properties = device_properties(device)
+        self._context = primary_context_handle(device)
+        self._plans: dict = {}
         try:
-            self._kernels = loaded_kernels(device)
+            self._kernels = loader.loaded_kernels(device, REGISTRY)
+            loader.make_resident(device)
         except Exception as exc:
             # Numba's compiler cannot target the device (numba.cuda.cudadrv.error), or the
             # driver finds no code for it in a cubin.
@@ -93,16 +109,69 @@ class Handle:
             raise SgblasError(Status.INTERNAL_ERROR,
                               f"loading sgblas's kernels for device {device} failed: {exc}") from exc
         self._stream = None
-        self._closed = False
         self.set_stream(stream)
+        self.set_workspace(DEFAULT_WORKSPACE_BYTES if workspace_bytes is None else workspace_bytes)
+        self._closed = False
+
+    def set_workspace(self, nbytes: int) -> None:
+        """Give the handle a workspace of ``nbytes`` bytes (0 for none), as ``cublasSetWorkspace``
+        does; the previous one is freed. Kernels that split a problem (split-K) keep their
+        partial results there; a call whose best kernel would need more than the handle has
+        takes a kernel that needs none (``sgblas.explain`` says so). Allocating and freeing are
+        set-up steps: never done inside a call, so calls can be captured in CUDA graphs.
+        Freeing waits for the device's work (``cuMemFree``)."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise InvalidValueError(f"workspace_bytes={nbytes!r} is not a non-negative int")
+        old_ptr, _, old_keep = self._workspace
+        ptr, keep = 0, None
+        if nbytes:
+            if BACKEND.simulated:
+                import numpy as np
+
+                keep = np.empty(nbytes, np.uint8)  # host memory stands for device memory there
+                ptr = keep.ctypes.data
+            else:
+                pushed = driver.current_context() != self._context
+                if pushed:
+                    driver.push_context(self._context)
+                try:
+                    ptr = driver.mem_alloc(nbytes)
+                except DriverError as exc:
+                    raise SgblasError(Status.ALLOC_FAILED, f"allocating a workspace of {nbytes} bytes on "
+                                                           f"device {self.device} failed: {exc}") from exc
+                finally:
+                    if pushed:
+                        driver.pop_context()
+        self._workspace = (ptr, nbytes, keep)
+        self._plans = {}  # which kernels fit depends on the workspace
+        if old_ptr and old_keep is None:
+            self._free(old_ptr)
+
+    def _free(self, ptr: int) -> None:
+        pushed = driver.current_context() != self._context
+        if pushed:
+            driver.push_context(self._context)
+        try:
+            driver.mem_free(ptr)
+        finally:
+            if pushed:
+                driver.pop_context()
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of workspace the handle owns."""
+        return self._workspace[1]
+
+    @property
+    def workspace_ptr(self) -> int:
+        """The workspace's device address (0 when there is none)."""
+        return self._workspace[0]
 
     def set_stream(self, stream: Any) -> None:
         """Bind later calls to ``stream`` (see :func:`stream_handle` for what is accepted)."""
         raw = stream_handle(stream)
-        if SIMULATOR:  # the simulated launch takes the stream object itself
-            launch_stream = stream if stream is not None and not isinstance(stream, int) else 0
-        else:
-            launch_stream = as_pointer(raw)  # the ready argument of driver.launch
+        launch_stream = BACKEND.launch_stream(stream, raw)  # the ready argument of the launch
+        if not BACKEND.simulated:
             if raw not in _DEFAULT_STREAMS:
                 # A kernel launched on a stream runs in the stream's context, so a stream of
                 # another device (or context) would run sgblas's kernels away from the memory
@@ -132,9 +201,22 @@ class Handle:
         return self._closed
 
     def close(self) -> None:
-        """Release the handle; later calls on it return ``Status.NOT_INITIALIZED``."""
+        """Release the handle and free its workspace (which waits for the device's work, as
+        ``cublasDestroy`` may); later calls on it return ``Status.NOT_INITIALIZED``."""
+        if self._closed:
+            return
         self._closed = True
         self._stream = (None, 0, None)
+        ptr, _, keep = self._workspace
+        self._workspace = (0, 0, None)
+        if ptr and keep is None:
+            self._free(ptr)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown, or a context already gone: nothing to free
+            pass
 
     def __enter__(self) -> "Handle":
         return self

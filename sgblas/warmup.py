@@ -31,10 +31,11 @@ def _line(report) -> str:
 
 
 def _warm_device(device: int, rebuild: bool) -> int:
+    from sgblas.kernels.spec import REGISTRY
     from sgblas.runtime import driver
-    from sgblas.runtime.device import compute_capability
-    from sgblas.dispatch.compiled import load_device
     from sgblas.runtime.cache import cache_dir
+    from sgblas.runtime.device import compute_capability
+    from sgblas.runtime.loader import load_device
 
     cc = compute_capability(device)
     print(f"device {device} (cc {cc[0]}.{cc[1]}):")
@@ -45,7 +46,7 @@ def _warm_device(device: int, rebuild: bool) -> int:
             compiled.add(report.name)
         print(_line(report), flush=True)
 
-    table = load_device(device, progress, rebuild=rebuild)
+    table = load_device(device, REGISTRY, progress, rebuild=rebuild)
     for loaded in table.values():
         try:
             regs = driver.kernel_attribute(loaded.function, driver.CU_FUNC_ATTRIBUTE_NUM_REGS, device)
@@ -61,12 +62,13 @@ def _warm_device(device: int, rebuild: bool) -> int:
 
 def _warm_cc(cc: tuple[int, int], rebuild: bool) -> int:
     """Cache every variant for a compute capability no present device needs to have."""
+    from sgblas.kernels.spec import REGISTRY
     from sgblas.runtime import cache as kernel_cache
-    from sgblas.dispatch.compiled import fill_cache
+    from sgblas.runtime.build import fill_cache
 
     print(f"cc {cc[0]}.{cc[1]}:")
     errors: list = []
-    filled = fill_cache(cc, None, lambda report: print(_line(report), flush=True), rebuild=rebuild,
+    filled = fill_cache(REGISTRY, cc, None, lambda report: print(_line(report), flush=True), rebuild=rebuild,
                         errors=errors)
     for name, (_, source) in filled.items():
         if source == "cache":
@@ -84,17 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help="compile every variant again")
     parser.add_argument("--variant", default=None, help="compile only this variant (what parallel workers run)")
     args = parser.parse_args(argv)
-    from sgblas.runtime.device import SIMULATOR, compute_capability, current_device, device_count
+    from sgblas.runtime.device import BACKEND, compute_capability, current_device, device_count
 
     if args.variant is not None:  # a worker: one variant, one compute capability, into the cache
-        from sgblas.dispatch.compiled import compile_variant
+        from sgblas.kernels.spec import by_name
+        from sgblas.runtime.build import compile_variant
 
         cc = args.cc[0] if args.cc else compute_capability(current_device() if args.device is None else args.device)
-        report = compile_variant(args.variant, cc, args.device)
+        report = compile_variant(by_name(args.variant), cc, args.device)
         print(f"{report.source} {report.name} {report.seconds:.2f} s")
         return 0
     t0 = time.perf_counter()
-    if SIMULATOR:
+    if BACKEND.simulated:
         print("the CUDA simulator compiles nothing; there is nothing to warm up")
         return 0
     status = 0

@@ -1,7 +1,6 @@
-"""The calling convention shared by every SGEMM kernel, and the simulator switch.
+"""The calling conventions of sgblas's kernels, each written once.
 
-Every GEMM kernel in :mod:`sgblas.kernels` is a ``@cuda.jit`` function with the argument
-list :data:`sgblas.kernels.signatures.GEMM_SIGNATURE`::
+Every GEMM kernel takes :data:`GEMM`::
 
     (m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
 
@@ -11,17 +10,21 @@ column-major with the given leading dimension. Transposes are compile-time prope
 kernel variant, never runtime arguments: the API layer resolves memory order and
 transposition before dispatch, so a kernel only ever sees pointer + leading dimension.
 
-The Numba types of that argument list live in :mod:`sgblas.kernels.signatures`; this module
-imports nothing from Numba, so the dispatch guards that read :data:`SIMULATOR` stay
-importable (and cheap to import) without it.
+:data:`SCALE` is the ``C = beta * C`` kernel's: ``(m, n, beta, C, ldc)``, C unread when
+beta == 0.
+
+The signature, the packed layout and the packer of each are derived from the parameter list
+(:class:`sgblas.runtime.abi.Abi`); nothing else in the package spells them out.
 """
 
 from __future__ import annotations
 
-import os
+from sgblas.runtime.abi import ARRAY, FLOAT32, INT32, Abi
 
-__all__ = ["SIMULATOR"]
+__all__ = ["GEMM", "SCALE"]
 
-#: True when Numba's CUDA simulator is active: intrinsics, alignment and caching are
-#: unavailable there, so kernels fall back to their plain-Python helpers.
-SIMULATOR: bool = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+GEMM = Abi("gemm", (("m", INT32), ("n", INT32), ("k", INT32), ("alpha", FLOAT32),
+                    ("A", ARRAY), ("lda", INT32), ("B", ARRAY), ("ldb", INT32),
+                    ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32)))
+
+SCALE = Abi("scale", (("m", INT32), ("n", INT32), ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32)))

@@ -52,19 +52,15 @@ Strict FP32: no ``fastmath`` (it would flush denormals); FMA contraction is allo
 Compiled with ``launch_bounds=LAUNCH_BOUNDS`` (2 CTAs of 256 threads per SM: at most 128
 registers per thread).
 
-Layout: this module is the dispatch contract (constants, :func:`grid`, the guard
-:func:`can_implement`) and imports without Numba; the kernel body and its inline device
-helpers live in :mod:`sgblas.kernels.general_jit`, which :func:`kernel` imports on the first
-build.
+Layout: this module holds the tile constants and :func:`grid` and imports without Numba; the
+kernel body and its inline device helpers live in :mod:`sgblas.kernels.general_jit`, which
+the registry (:mod:`sgblas.kernels.spec`) imports when a variant is first built. The general
+kernel accepts every validated FP32 problem: it is the backstop, and the registry gives it no
+guard beyond the keys every variant is checked on.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from sgblas.kernels.problem import GemmProblem
-from sgblas.enums import MathMode
-from sgblas.kernels.abi import SIMULATOR
 
 __all__ = [
     "NAME",
@@ -76,9 +72,7 @@ __all__ = [
     "TN",
     "BLOCK",
     "LAUNCH_BOUNDS",
-    "kernel",
     "grid",
-    "can_implement",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -163,33 +157,8 @@ assert THREADS % CS_ROWS == 0 and BN % CS_COL_STEP == 0, "the staged C tile spli
 assert CS_ROWS % WARP == 0, "a warp must write 32 consecutive rows of one column of C"
 
 
-@lru_cache(maxsize=None)
-def kernel(transa: str, transb: str):
-    """Return the (lazily compiled, cached) dispatcher for ``(transa, transb)`` in N/T."""
-    if (transa, transb) not in TRANSPOSE_PAIRS:
-        raise ValueError(f"transpose pair ({transa!r}, {transb!r}) is not one of N/T x N/T")
-    # Numba is imported here, on the first build, not with the module: the guard and the
-    # constants above are all that dispatch needs.
-    from numba import cuda
-
-    from sgblas.kernels.general_jit import _build
-
-    options = {} if SIMULATOR else {"cache": True, "launch_bounds": LAUNCH_BOUNDS}
-    return cuda.jit(**options)(_build(transa == "T", transb == "T"))
-
-
 def grid(m: int, n: int) -> tuple[int, int, int]:
     """Blocks for an m x n C (m, n >= 1): M tiles on x, N tiles over (y, z), y <= 65535."""
     n_tiles = (n + BN - 1) // BN
     grid_y = min(n_tiles, MAX_GRID_Y)
     return ((m + BM - 1) // BM, grid_y, (n_tiles + grid_y - 1) // grid_y)
-
-
-def can_implement(p: GemmProblem) -> str | None:
-    """The backstop runs every validated FP32 problem; it refuses only other math modes."""
-    if p.math_mode is not MathMode.FP32:
-        return (
-            f"math mode {p.math_mode.name} is not FP32, and the general kernel computes "
-            "only strict FP32 products"
-        )
-    return None

@@ -1,20 +1,17 @@
 """The Numba code of the general SGEMM kernel: its inline device helpers and ``_build``.
 
-Split from :mod:`sgblas.kernels.general` so that the kernel's dispatch contract (tile
-constants, ``grid``, the guard ``can_implement``) imports without Numba: only
-:func:`sgblas.kernels.general.kernel` imports this module, when a variant is first built.
-The design and the tile constants (imported here by name) are described there.
-
-Numba's on-disk cache keys these kernels by this file's stamp and the kernel's bytecode, in
-which the constants are only names: after editing a constant in ``general.py``, clear the
-cache (or touch this file) so no stale build is loaded.
+Split from :mod:`sgblas.kernels.general` so that the kernel's tile constants and ``grid``
+import without Numba: only the registry's builder (:mod:`sgblas.kernels.spec`) imports this
+module, when a variant is first built. The design and the tile constants (imported here by
+name) are described there. sgblas's cubin cache keys every kernel by the text of all of
+:mod:`sgblas.kernels`, so editing a constant in ``general.py`` recompiles.
 """
 
 from __future__ import annotations
 
 from numba import cuda, float32, uint32, uint64
 
-from sgblas.kernels.abi import SIMULATOR
+from sgblas.runtime.device import SIMULATOR
 from sgblas.kernels.general import (
     ACC_SIZE,
     AS_LD,
@@ -50,7 +47,7 @@ from sgblas.kernels.general import (
     WARPS_M,
 )
 
-__all__: list[str] = []  # private: used through sgblas.kernels.general.kernel()
+__all__ = ["build"]
 
 # The simulator rejects an alignment argument; on the device 16 bytes is what lets NVVM
 # merge the four scalar fragment reads of a group into one 128-bit shared load.
@@ -209,7 +206,7 @@ def _epilogue(C, uldc, um, un, m0, n0, tid, tm, tn, alpha, beta, acc, Cs):
                     C[idx] = v
 
 
-def _build(a_trans: bool, b_trans: bool):
+def build(a_trans: bool, b_trans: bool):
     """Return the Python kernel function for one transpose pair (compile-time constants)."""
 
     def sgemm_general(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):

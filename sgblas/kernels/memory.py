@@ -31,7 +31,7 @@ Rules the caller must keep, since nothing here checks them on the device:
 
 from __future__ import annotations
 
-from sgblas.kernels.abi import SIMULATOR
+from sgblas.runtime.device import SIMULATOR
 
 __all__ = [
     "ldg4", "lds4", "sts4", "stg4", "ldg1", "sts1",

@@ -11,18 +11,15 @@ covers the columns with a grid stride, the launch capping ``gridDim.y`` at 65535
 to 2**31 - 1 is fine. ``col * ldc`` is formed in 64 bits; rows and columns stay 32-bit
 unsigned.
 
-The argument list is :data:`sgblas.kernels.signatures.SCALE_SIGNATURE`:
-``(m, n, beta, C, ldc)``. The kernel body lives in :mod:`sgblas.kernels.scale_jit`, imported
-by :func:`kernel` on the first build, so this module imports without Numba.
+The argument list is :data:`sgblas.kernels.abi.SCALE`: ``(m, n, beta, C, ldc)``. The kernel
+body lives in :mod:`sgblas.kernels.scale_jit`, which the registry imports on the first build,
+so this module imports without Numba.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 
-from sgblas.kernels.abi import SIMULATOR
-
-__all__ = ["NAME", "BLOCK_M", "BLOCK_N", "BLOCK", "LAUNCH_BOUNDS", "kernel", "grid"]
+__all__ = ["NAME", "BLOCK_M", "BLOCK_N", "BLOCK", "LAUNCH_BOUNDS", "grid"]
 
 BLOCK_M: int = 32  #: threads along m: one warp per column segment
 BLOCK_N: int = 8  #: threads along n
@@ -35,17 +32,6 @@ BLOCK: tuple[int, int, int] = (BLOCK_M, BLOCK_N, 1)
 LAUNCH_BOUNDS: None = None
 
 assert BLOCK_M % 32 == 0, "a warp must cover whole 32-float runs of one column to coalesce"
-
-
-@lru_cache(maxsize=None)
-def kernel():
-    """Return the (lazily compiled, cached) dispatcher; its arguments: SCALE_SIGNATURE."""
-    # Numba is imported on the first build, not with the module (see scale_jit).
-    from numba import cuda
-
-    from sgblas.kernels.scale_jit import _scale_c
-
-    return cuda.jit(cache=not SIMULATOR)(_scale_c)
 
 
 def grid(m: int, n: int) -> tuple[int, int, int]:

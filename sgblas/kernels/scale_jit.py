@@ -1,9 +1,9 @@
 """The Numba code of the C = beta * C kernel (:mod:`sgblas.kernels.scale`).
 
 Split from :mod:`sgblas.kernels.scale` so that the kernel's dispatch contract (block, grid)
-imports without Numba: only :func:`sgblas.kernels.scale.kernel` imports this module, when
-the kernel is first built. Numba's on-disk cache keys the kernel by this file's stamp: after
-editing ``BLOCK_M``/``BLOCK_N`` in ``scale.py``, clear the cache (or touch this file).
+imports without Numba: only the registry's builder (:mod:`sgblas.kernels.spec`) imports this
+module, when the kernel is first built. sgblas's cubin cache keys every kernel by the text of
+all of :mod:`sgblas.kernels`, so editing ``BLOCK_M`` in ``scale.py`` recompiles it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from numba import cuda, float32, uint32, uint64
 
 from sgblas.kernels.scale import BLOCK_M, BLOCK_N
 
-__all__: list[str] = []  # private: used through sgblas.kernels.scale.kernel()
+__all__: list[str] = []  # private: built through sgblas.kernels.spec
 
 
 def _scale_c(m, n, beta, C, ldc):

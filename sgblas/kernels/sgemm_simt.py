@@ -35,10 +35,10 @@ itself is peeled three ways so its steady state has no K predicates: full steps,
 that copies a partial last slice, and the last step. The text is compiled with ``exec``
 under this file's name, so Numba's on-disk cache can key it, and wrapped with ``cuda.jit``.
 
-Importing this module (and the NN kernel modules, which bind their dispatch contract from
-:class:`NNKernel`) does not import Numba: the generator and the guard are plain Python, and
-Numba and :mod:`sgblas.kernels.memory` are imported by :func:`build_pyfunc` /
-:func:`build_kernel` when a kernel is first built.
+Importing this module does not import Numba: the generator and the guard are plain Python,
+and Numba and :mod:`sgblas.kernels.memory` are imported by :func:`build_pyfunc` when a kernel
+is first built. The tile configurations that ship are rows of the registry's manifest
+(:mod:`sgblas.kernels.spec`).
 
 Alignment the caller (the dispatch guard) must prove: A, B, C base addresses 16-byte aligned
 and lda, ldb, ldc multiples of 4, so every 16-byte vector the kernel touches is aligned.
@@ -53,11 +53,9 @@ import linecache
 from dataclasses import dataclass
 
 from sgblas.kernels.problem import GemmProblem
-from sgblas.enums import MathMode
-from sgblas.kernels.abi import SIMULATOR
+from sgblas.runtime.device import SIMULATOR
 
-__all__ = ["TileConfig", "generate_source", "build_pyfunc", "build_kernel", "nn_guard", "grid_for",
-           "NNKernel"]
+__all__ = ["TileConfig", "generate_source", "build_pyfunc", "grid_for", "guard"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +113,8 @@ class TileConfig:
     @property
     def uses_cp_async(self) -> bool:
         return self.a_copy.startswith("cp") or self.b_copy.startswith("cp")
+
+    STAGES = 2  # shared-memory stages (double buffering)
 
     def name(self) -> str:
         return f"{self.BM}x{self.BN}x{self.BK}"
@@ -426,94 +426,20 @@ def build_pyfunc(cfg: TileConfig, fname: str):
     return ns[fname]
 
 
-def build_kernel(cfg: TileConfig, fname: str):
-    """The ``cuda.jit`` dispatcher (lazily compiled) of the generated kernel."""
-    from numba import cuda
-
-    pyfunc = build_pyfunc(cfg, fname)
-    if SIMULATOR:
-        return cuda.jit(pyfunc)
-    return cuda.jit(pyfunc, cache=True, launch_bounds=cfg.launch_bounds)
-
-
 def grid_for(cfg: TileConfig, m: int, n: int) -> tuple[int, int, int]:
     """One CTA per BM x BN tile of C, as a 1-D grid (the kernel unflattens it)."""
     return (-(-m // cfg.BM) * -(-n // cfg.BN), 1, 1)
 
 
-def nn_guard(p: GemmProblem, cfg: TileConfig, name: str, *, min_cc: tuple[int, int],
-             min_tiles: int, max_tiles: int | None = None) -> str | None:
-    """The refusal reason for running ``p`` on an NN kernel of ``cfg``, or None.
-
-    Keys: math mode (FP32 only), transpose pair (NN only), compute capability (``min_cc``;
-    the simulator, cc (0, 0), passes), alignment class (A, B, C 16-byte aligned and lda, ldb,
-    ldc multiples of 4, so every 16-byte vector is aligned), and a coarse shape bucket (the
-    number of BM x BN tiles of C within [min_tiles, max_tiles]; the simulator skips it).
-    """
-    if p.math_mode is not MathMode.FP32:
-        return f"math mode {p.math_mode.name} is not FP32; {name} computes strict FP32 only"
-    if (p.transa, p.transb) != ("N", "N"):
-        return f"transpose pair {p.transa}{p.transb} is not NN; {name} implements NN only"
-    simulated = p.cc == (0, 0)
-    if not simulated and tuple(p.cc) < min_cc:
-        return (f"compute capability sm_{p.cc[0]}{p.cc[1]} is below sm_{min_cc[0]}{min_cc[1]}, "
-                f"which {name} needs" + (" for cp.async" if cfg.uses_cp_async else ""))
-    for what, ptr in (("A", p.a_ptr), ("B", p.b_ptr), ("C", p.c_ptr)):
-        if ptr % 16:
-            return (f"{what}'s address {ptr:#x} is not 16-byte aligned, so {name}'s 16-byte "
-                    f"accesses of {what} would be misaligned")
-    for what, ld in (("lda", p.lda), ("ldb", p.ldb), ("ldc", p.ldc)):
-        if ld % 4:
-            return (f"{what}={ld} is not a multiple of 4, so {name}'s 16-byte accesses of "
-                    f"{what[-1].upper()} would be misaligned")
+def guard(cfg: TileConfig, p: GemmProblem) -> str | None:
+    """What this generator's kernels need beyond the keys every variant is checked on (math
+    mode, transpose pair, compute capability, alignment class: :mod:`sgblas.kernels.spec`)."""
     if p.m < 1 or p.n < 1 or p.k < 1:
-        return f"m={p.m}, n={p.n}, k={p.k}: {name} needs every dimension >= 1"
+        return f"m={p.m}, n={p.n}, k={p.k}: every dimension must be >= 1"
     if cfg.a_copy == "cp16" and p.m % 4:
         # A's last column ends the buffer: its partial 16-byte vector at row m would be a
         # cp.async of 16 bytes with fewer source bytes, which compute-sanitizer's memcheck
         # reports as a read past the allocation. Whole vectors keep every access in bounds.
         return (f"m={p.m} is not a multiple of 4, so the last 16-byte vector of A's last column "
-                f"would reach past the matrix in {name}'s cp.async copy")
-    if not simulated:
-        tiles = -(-p.m // cfg.BM) * -(-p.n // cfg.BN)
-        if tiles < min_tiles:
-            return (f"m={p.m}, n={p.n} make {tiles} tiles of {cfg.BM}x{cfg.BN}, fewer than the "
-                    f"{min_tiles} {name} needs to fill the GPU")
-        if max_tiles is not None and tiles > max_tiles:
-            return (f"m={p.m}, n={p.n} make {tiles} tiles of {cfg.BM}x{cfg.BN}, more than the "
-                    f"{max_tiles} where {name} is the better tile")
+                f"would reach past the matrix in the cp.async copy")
     return None
-
-
-class NNKernel:
-    """The dispatch contract of one generated NN kernel: what a kernel module exposes.
-
-    A module binds ``kernel``, ``grid`` and ``can_implement`` from an instance, so every NN
-    tile shares one implementation of them; only the config and the guard's shape bucket differ.
-    """
-
-    TRANSPOSE_PAIRS: tuple[tuple[str, str], ...] = (("N", "N"),)
-
-    def __init__(self, cfg: TileConfig, name: str, *, min_cc: tuple[int, int], min_tiles: int) -> None:
-        cfg.check()
-        self.cfg, self.name, self.min_cc, self.min_tiles = cfg, name, min_cc, min_tiles
-        self.block: tuple[int, int, int] = (cfg.THREADS, 1, 1)
-        #: ``cuda.jit(launch_bounds=...)`` of the built kernel (what :func:`build_kernel` uses).
-        self.launch_bounds: tuple[int, int] = cfg.launch_bounds
-        self._dispatcher = None
-
-    def kernel(self, transa: str = "N", transb: str = "N"):
-        """The (lazily built, one per process) ``cuda.jit`` dispatcher for the NN pair."""
-        if (transa, transb) not in self.TRANSPOSE_PAIRS:
-            raise ValueError(f"{self.name} implements only NN, not {transa}{transb}")
-        if self._dispatcher is None:
-            self._dispatcher = build_kernel(self.cfg, self.name)
-        return self._dispatcher
-
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        """One CTA per BM x BN tile of C (1-D; the kernel maps it to tiles in groups of rows)."""
-        return grid_for(self.cfg, m, n)
-
-    def can_implement(self, p: GemmProblem) -> str | None:
-        """None if this kernel runs ``p``, else the refusing condition (see :func:`nn_guard`)."""
-        return nn_guard(p, self.cfg, self.name, min_cc=self.min_cc, min_tiles=self.min_tiles)

@@ -1,22 +1,34 @@
-"""What the process can see of CUDA devices: presence, compute capability, contexts.
+"""The backend: where kernels run, and what the process can see of its devices.
 
-Everything goes through the driver (:mod:`sgblas.runtime.driver`), never through Numba, so none of it
-imports Numba or creates a context unasked; all is cheap after the first call. The hot path of
-:func:`sgblas.sgemm` only uses :func:`current_context_handle` (default streams) and
-:func:`pointer_device` (once per array object).
+One object, :data:`BACKEND`, answers every question whose answer differs between a real GPU
+(the CUDA driver, through :mod:`sgblas.runtime.driver`) and Numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``): device count, compute capability and properties, contexts,
+which device a pointer lives on, how a stream is named at launch, how a kernel is loaded and
+launched. Code above the runtime asks the backend instead of testing for the simulator itself;
+the kernels' code generators read :data:`SIMULATOR` only to choose plain-Python helpers where
+the simulator cannot run an intrinsic.
+
+Nothing here imports Numba or creates a context unasked. The hot path of a call only uses
+:func:`current_context_handle` (default streams) and :func:`pointer_device` (once per array
+object).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+from typing import Any, NamedTuple
 
 from sgblas.runtime import driver as _driver
-from sgblas.kernels.abi import SIMULATOR
 
 __all__ = [
     "SIMULATOR",
+    "SIMULATED_CC",
+    "BACKEND",
+    "DeviceProperties",
     "device_count",
     "compute_capability",
+    "device_properties",
     "current_device",
     "primary_context_handle",
     "current_context_handle",
@@ -25,24 +37,114 @@ __all__ = [
     "pop_context",
 ]
 
+#: True when Numba's CUDA simulator is active (read once, at import, as Numba does).
+SIMULATOR: bool = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
 #: Compute capability reported for the simulated device, so guards can tell it apart.
 SIMULATED_CC: tuple[int, int] = (0, 0)
+
+
+class DeviceProperties(NamedTuple):
+    """What the dispatch heuristic reads of a device (from the driver, never from constants)."""
+
+    sm_count: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    shared_bytes_per_sm: int
+
+
+class _Driver:
+    """A real GPU through the CUDA driver."""
+
+    simulated = False
+    name = "cuda"
+
+    def device_count(self) -> int:
+        return _driver.device_count()
+
+    def compute_capability(self, device: int) -> tuple[int, int]:
+        return _driver.device_cc(device)
+
+    def device_properties(self, device: int) -> DeviceProperties:
+        a = _driver.device_attribute
+        return DeviceProperties(
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR),
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
+
+    def current_device(self) -> int:
+        ordinal = _driver.context_device()
+        return 0 if ordinal is None else ordinal
+
+    def primary_context(self, device: int) -> int:
+        return _driver.primary_context_retain(device)
+
+    def pointer_device(self, ptr: int) -> int | None:
+        attributes = _driver.pointer_attributes(ptr)
+        if attributes is None or attributes[0] not in _DEVICE_MEMORY:
+            return None
+        return attributes[1]
+
+    def launch_stream(self, stream: Any, raw: int) -> Any:
+        """The stream as the launch takes it: a ready ``c_void_p`` of the raw handle."""
+        return _driver.as_pointer(raw)
+
+
+class _Simulator:
+    """Numba's CUDA simulator: one device, host memory, synchronous streams."""
+
+    simulated = True
+    name = "simulator"
+
+    def device_count(self) -> int:
+        return 1
+
+    def compute_capability(self, device: int) -> tuple[int, int]:
+        return SIMULATED_CC
+
+    def device_properties(self, device: int) -> DeviceProperties:
+        # A small notional device, so that the heuristic's choices are exercised on the CPU.
+        return DeviceProperties(4, 2048, 32, 65536, 228 * 1024)
+
+    def current_device(self) -> int:
+        return 0
+
+    def primary_context(self, device: int) -> int:
+        return 0
+
+    def pointer_device(self, ptr: int) -> int | None:
+        return 0
+
+    def launch_stream(self, stream: Any, raw: int) -> Any:
+        """The simulated launch takes the stream object itself (0 for the default stream)."""
+        return stream if stream is not None and not isinstance(stream, int) else 0
+
+
+_DEVICE_MEMORY = (_driver.CU_MEMORYTYPE_DEVICE, _driver.CU_MEMORYTYPE_UNIFIED)
+
+#: The backend of this process.
+BACKEND: _Driver | _Simulator = _Simulator() if SIMULATOR else _Driver()
 
 
 @functools.cache
 def device_count() -> int:
     """Number of usable CUDA devices (1 under the simulator, 0 without a driver or GPU)."""
-    if SIMULATOR:
-        return 1
-    return _driver.device_count()
+    return BACKEND.device_count()
 
 
 @functools.cache
 def compute_capability(device: int) -> tuple[int, int]:
     """(major, minor) of ``device``; :data:`SIMULATED_CC` under the simulator."""
-    if SIMULATOR:
-        return SIMULATED_CC
-    return _driver.device_cc(device)
+    return BACKEND.compute_capability(device)
+
+
+@functools.cache
+def device_properties(device: int) -> DeviceProperties:
+    """SM count and per-SM limits of ``device``, read once from the driver."""
+    return BACKEND.device_properties(device)
 
 
 def current_device() -> int:
@@ -50,27 +152,19 @@ def current_device() -> int:
 
     Creates no context (as ``cudaGetDevice``, which also answers 0 before any work).
     """
-    if SIMULATOR:
-        return 0
-    ordinal = _driver.context_device()
-    return 0 if ordinal is None else ordinal
+    return BACKEND.current_device()
 
 
 @functools.cache
 def primary_context_handle(device: int) -> int:
-    """The driver handle of ``device``'s primary context, retained once per process.
-
-    It is the context Numba, CuPy and PyTorch use on that device, so their arrays and
-    streams belong to it.
-    """
-    return _driver.primary_context_retain(device)
+    """The driver handle of ``device``'s primary context, retained once per process (0 under
+    the simulator). It is the context Numba, CuPy and PyTorch use on that device, so their
+    arrays and streams belong to it."""
+    return BACKEND.primary_context(device)
 
 
 #: The calling thread's current driver context, 0 when it has none.
 current_context_handle = _driver.current_context
-
-
-_DEVICE_MEMORY = (_driver.CU_MEMORYTYPE_DEVICE, _driver.CU_MEMORYTYPE_UNIFIED)
 
 
 def pointer_device(ptr: int) -> int | None:
@@ -78,12 +172,7 @@ def pointer_device(ptr: int) -> int | None:
 
     Managed (unified) memory counts as device memory of the device it was allocated on.
     """
-    if SIMULATOR:
-        return 0
-    attributes = _driver.pointer_attributes(ptr)
-    if attributes is None or attributes[0] not in _DEVICE_MEMORY:
-        return None
-    return attributes[1]
+    return BACKEND.pointer_device(ptr)
 
 
 push_context = _driver.push_context

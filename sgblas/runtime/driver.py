@@ -26,6 +26,7 @@ __all__ = [
     "device_cc",
     "device_name",
     "primary_context_retain",
+    "primary_context_active",
     "current_context",
     "context_device",
     "stream_context",
@@ -35,6 +36,11 @@ __all__ = [
     "library_load",
     "library_kernel",
     "kernel_attribute",
+    "kernel_function",
+    "function_load",
+    "device_attribute",
+    "mem_alloc",
+    "mem_free",
     "launch",
     "as_pointer",
     "ParamLayout",
@@ -45,6 +51,11 @@ CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 CU_MEMORYTYPE_DEVICE = 2
 CU_MEMORYTYPE_UNIFIED = 4
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39
+CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81
+CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR = 82
+CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR = 106
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 CU_FUNC_ATTRIBUTE_NUM_REGS = 4
@@ -84,6 +95,7 @@ def _bind(lib) -> None:
         "cuDeviceGetAttribute": [_INT_P, ctypes.c_int, ctypes.c_int],
         "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
         "cuDevicePrimaryCtxRetain": [_PP, ctypes.c_int],
+        "cuDevicePrimaryCtxGetState": [ctypes.POINTER(ctypes.c_uint), _INT_P, ctypes.c_int],
         "cuCtxGetCurrent": [_PP],
         "cuCtxGetDevice": [_INT_P],
         "cuCtxPushCurrent_v2": [_P],
@@ -93,6 +105,9 @@ def _bind(lib) -> None:
         "cuLibraryLoadData": [_PP, ctypes.c_char_p, _P, _P, ctypes.c_uint, _P, _P, ctypes.c_uint],
         "cuLibraryGetKernel": [_PP, _P, ctypes.c_char_p],
         "cuKernelGetAttribute": [_INT_P, ctypes.c_int, _P, ctypes.c_int],
+        "cuKernelGetFunction": [_PP, _P],
+        "cuMemAlloc_v2": [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t],
+        "cuMemFree_v2": [ctypes.c_uint64],
         "cuLaunchKernel": [_P] + [ctypes.c_uint] * 7 + [_P] * 3,
         "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
         # The driver's JIT linker, used only by perf/linkers.py to compare linkers.
@@ -177,6 +192,13 @@ def device_cc(ordinal: int) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def device_attribute(ordinal: int, attribute: int) -> int:
+    """A ``CUdevice_attribute`` of device ``ordinal``; needs no context."""
+    value = ctypes.c_int()
+    _check("cuDeviceGetAttribute", _lib().cuDeviceGetAttribute(ctypes.byref(value), attribute, _device(ordinal)))
+    return value.value
+
+
 def device_name(ordinal: int) -> str:
     buf = ctypes.create_string_buffer(256)
     _check("cuDeviceGetName", _lib().cuDeviceGetName(buf, 256, _device(ordinal)))
@@ -188,6 +210,15 @@ def primary_context_retain(ordinal: int) -> int:
     ctx = ctypes.c_void_p()
     _check("cuDevicePrimaryCtxRetain", _lib().cuDevicePrimaryCtxRetain(ctypes.byref(ctx), _device(ordinal)))
     return ctx.value or 0
+
+
+def primary_context_active(ordinal: int) -> bool:
+    """Whether device ``ordinal``'s primary context exists (someone has retained it); asks
+    without creating it."""
+    flags, active = ctypes.c_uint(), ctypes.c_int()
+    _check("cuDevicePrimaryCtxGetState",
+           _lib().cuDevicePrimaryCtxGetState(ctypes.byref(flags), ctypes.byref(active), _device(ordinal)))
+    return bool(active.value)
 
 
 _tls = threading.local()
@@ -280,12 +311,45 @@ def library_kernel(library: int, name: str) -> int:
     return kernel.value or 0
 
 
+def kernel_function(kernel: int) -> int:
+    """The ``CUfunction`` of ``kernel`` in the calling thread's current context, which loads the
+    kernel's module into that context if lazy loading has not done so yet (see
+    :func:`sgblas.runtime.loader.make_resident`)."""
+    function = ctypes.c_void_p()
+    _check("cuKernelGetFunction", _lib().cuKernelGetFunction(ctypes.byref(function), kernel))
+    return function.value or 0
+
+
+def function_load(function: int) -> None:
+    """``cuFuncLoad``: make sure ``function`` is loaded in its context (CUDA 12.4+ drivers;
+    on older ones :func:`kernel_function` alone loads the module)."""
+    lib = _lib()
+    load = getattr(lib, "cuFuncLoad", None)
+    if load is None:
+        return
+    load.argtypes = [_P]
+    load.restype = ctypes.c_int
+    _check("cuFuncLoad", load(function))
+
+
 def kernel_attribute(kernel: int, attribute: int, ordinal: int) -> int:
     """A ``CUfunction_attribute`` of ``kernel`` as loaded for device ``ordinal``."""
     value = ctypes.c_int()
     _check("cuKernelGetAttribute",
            _lib().cuKernelGetAttribute(ctypes.byref(value), attribute, kernel, _device(ordinal)))
     return value.value
+
+
+def mem_alloc(nbytes: int) -> int:
+    """``cuMemAlloc`` of ``nbytes`` in the current context; returns the device pointer."""
+    ptr = ctypes.c_uint64()
+    _check("cuMemAlloc", _lib().cuMemAlloc_v2(ctypes.byref(ptr), nbytes))
+    return ptr.value
+
+
+def mem_free(ptr: int) -> None:
+    """``cuMemFree`` (it waits for the device's work to finish, as ``cudaFree`` does)."""
+    _check("cuMemFree", _lib().cuMemFree_v2(ptr))
 
 
 class ParamLayout:

@@ -1,0 +1,172 @@
+"""The registry of kernel variants: one :class:`KernelSpec` per compiled kernel.
+
+A variant is a row here. Everything that builds, loads, chooses, explains, tests or documents
+kernels iterates :data:`REGISTRY`; nothing else in the package keeps a list of kernels.
+Adding a variant of an existing generator is one row of its manifest (a config), and nothing
+else: ``docs/design.md`` gives the recipe.
+
+Legality and choice are apart. :meth:`KernelSpec.can_implement` says whether a variant *can*
+run a problem (compute capability, math mode, transpose pair, alignment class, and what its
+generator needs), as a sentence when it cannot. Which legal variant *should* run is the
+dispatch heuristic's business (:mod:`sgblas.dispatch.heuristic`), from the device's
+properties.
+
+Names carry algorithm, transpose pair, CTA tile, stages and alignment class:
+``sgemm_simt_nn_128x128x16_2s_a16`` is the SIMT generator's NN kernel with a 128 x 128 x 16
+CTA tile, 2 shared-memory stages, 16-byte alignment of A, B and C (pointers and leading
+dimensions). Importing this module does not import Numba; :meth:`KernelSpec.build` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sgblas.enums import MathMode
+from sgblas.kernels import abi, general, scale, sgemm_simt
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.sgemm_simt import TileConfig
+from sgblas.runtime.abi import Abi
+
+__all__ = ["KernelSpec", "REGISTRY", "GEMM_KERNELS", "SCALE_KERNEL", "by_name", "SIMT_MANIFEST"]
+
+_SIMULATED_CC = (0, 0)
+
+
+@dataclass(frozen=True, eq=False)
+class KernelSpec:
+    """One compiled kernel variant: what it computes, how it is built and launched, and when
+    it may run.
+
+    ``role`` is what the executor does with it: ``"gemm"`` (one launch computes C) or
+    ``"scale"`` (C = beta * C, for k == 0 or alpha == 0). ``align`` is the alignment class in
+    bytes: A, B and C must start on a multiple of it and their leading dimensions must be
+    multiples of ``align // 4`` elements. ``workspace(m, n, k)`` is the handle workspace the
+    variant needs, in bytes; ``launches`` how many kernels one call of it enqueues.
+    """
+
+    name: str
+    role: str
+    abi: Abi
+    pair: tuple[str, str] | None
+    align: int
+    tile: tuple[int, int, int]
+    stages: int
+    block: tuple[int, int, int]
+    launch_bounds: tuple[int, int] | None
+    min_cc: tuple[int, int]
+    #: ``(m, n, k) -> grid``
+    grid: Callable[[int, int, int], tuple[int, int, int]]
+    #: ``() -> the plain Python kernel function`` (compiled by Numba for a cubin, or run by the
+    #: simulator)
+    builder: Callable[[], Callable]
+    #: What the generator needs beyond the common keys: ``problem -> reason | None``.
+    guard: Callable[[GemmProblem], str | None] = field(default=lambda p: None)
+    workspace: Callable[[int, int, int], int] = field(default=lambda m, n, k: 0)
+    launches: int = 1
+    #: CTAs of this kernel one SM can hold, as far as its launch bounds say (the heuristic
+    #: also checks the device's own limits).
+    blocks_per_sm: int = 1
+    #: The generator's config, for tests and docs (None for hand-written kernels).
+    config: Any = None
+
+    def can_implement(self, p: GemmProblem) -> str | None:
+        """None when this variant computes ``p`` correctly, else the sentence saying why not."""
+        if p.math_mode is not MathMode.FP32:
+            return f"math mode {p.math_mode.name} is not FP32; {self.name} computes strict FP32 only"
+        if self.pair is not None and (p.transa, p.transb) != self.pair:
+            return (f"transpose pair {p.transa}{p.transb} is not {self.pair[0]}{self.pair[1]}, "
+                    f"the only pair {self.name} implements")
+        if p.cc != _SIMULATED_CC and tuple(p.cc) < self.min_cc:
+            return (f"compute capability sm_{p.cc[0]}{p.cc[1]} is below sm_{self.min_cc[0]}{self.min_cc[1]}, "
+                    f"which {self.name} needs")
+        if self.align > 4:
+            for what, ptr in (("A", p.a_ptr), ("B", p.b_ptr), ("C", p.c_ptr)):
+                if ptr % self.align:
+                    return (f"{what}'s address {ptr:#x} is not {self.align}-byte aligned, "
+                            f"which {self.name}'s {self.align}-byte accesses need")
+            step = self.align // 4
+            for what, ld in (("lda", p.lda), ("ldb", p.ldb), ("ldc", p.ldc)):
+                if ld % step:
+                    return (f"{what}={ld} is not a multiple of {step}, so {self.name}'s {self.align}-byte "
+                            f"accesses of {what[-1].upper()} would be misaligned")
+        return self.guard(p)
+
+    def build(self) -> Callable:
+        """The plain Python kernel function (imports Numba)."""
+        return self.builder()
+
+
+def _simt_spec(cfg: TileConfig, pair: tuple[str, str]) -> KernelSpec:
+    tag = f"{pair[0]}{pair[1]}".lower()
+    name = f"sgemm_simt_{tag}_{cfg.name()}_{cfg.STAGES}s_a16"
+    return KernelSpec(
+        name=name, role="gemm", abi=abi.GEMM, pair=pair, align=16,
+        tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
+        launch_bounds=cfg.launch_bounds, min_cc=(8, 0) if cfg.uses_cp_async else (7, 0),
+        grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n),
+        builder=lambda: sgemm_simt.build_pyfunc(cfg, name),
+        guard=lambda p: sgemm_simt.guard(cfg, p),
+        blocks_per_sm=cfg.min_blocks, config=cfg)
+
+
+def _general_spec(pair: tuple[str, str]) -> KernelSpec:
+    def builder() -> Callable:
+        from sgblas.kernels import general_jit
+
+        return general_jit.build(pair[0] == "T", pair[1] == "T")
+
+    tag = f"{pair[0]}{pair[1]}".lower()
+    return KernelSpec(
+        name=f"sgemm_general_{tag}_{general.BM}x{general.BN}x{general.BK}_{general.STAGES}s_a4",
+        role="gemm", abi=abi.GEMM, pair=pair, align=4,
+        tile=(general.BM, general.BN, general.BK), stages=general.STAGES, block=general.BLOCK,
+        launch_bounds=general.LAUNCH_BOUNDS, min_cc=(5, 0),
+        grid=lambda m, n, k: general.grid(m, n), builder=builder,
+        blocks_per_sm=general.MIN_BLOCKS_PER_SM)
+
+
+def _scale_builder() -> Callable:
+    from sgblas.kernels import scale_jit
+
+    return scale_jit._scale_c
+
+
+#: The SIMT generator's manifest: one row per shipped tile configuration, each compiled for
+#: the transpose pairs and alignment classes the generator supports.
+SIMT_MANIFEST: tuple[TileConfig, ...] = (
+    # 8 warps of 64 x 32, 2 CTAs per SM: the large-problem tile.
+    TileConfig(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8,
+               a_copy="cp16", b_copy="ldg", group_m=8, min_blocks=2),
+    # 4 warps of 32 x 64, 4 CTAs per SM: twice the CTAs for problems with fewer tiles.
+    TileConfig(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4,
+               a_copy="cp16", b_copy="ldg", group_m=8, min_blocks=4),
+)
+
+_PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
+
+#: Every GEMM variant. The general kernels come last: they accept every FP32 problem.
+GEMM_KERNELS: tuple[KernelSpec, ...] = (
+    tuple(_simt_spec(cfg, ("N", "N")) for cfg in SIMT_MANIFEST)
+    + tuple(_general_spec(pair) for pair in _PAIRS)
+)
+
+#: C = beta * C, for k == 0 or alpha == 0.
+SCALE_KERNEL = KernelSpec(
+    name=scale.NAME, role="scale", abi=abi.SCALE, pair=None, align=4, tile=(scale.BLOCK_M, scale.BLOCK_N, 1),
+    stages=1, block=scale.BLOCK, launch_bounds=scale.LAUNCH_BOUNDS, min_cc=(5, 0),
+    grid=lambda m, n, k: scale.grid(m, n), builder=_scale_builder)
+
+#: Every kernel sgblas compiles, loads and may launch.
+REGISTRY: tuple[KernelSpec, ...] = GEMM_KERNELS + (SCALE_KERNEL,)
+
+_BY_NAME = {spec.name: spec for spec in REGISTRY}
+assert len(_BY_NAME) == len(REGISTRY), "every variant needs a distinct name"
+
+
+def by_name(name: str) -> KernelSpec:
+    """The variant called ``name``; raises KeyError with the known names otherwise."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no kernel variant is named {name!r}; the registry has {sorted(_BY_NAME)}") from None

@@ -1,0 +1,110 @@
+"""A kernel's calling convention, written once: its parameter list gives the Numba signature,
+the packed parameter buffer ``cuLaunchKernel`` reads, the packer and the simulated call.
+
+A parameter is an ``int32``, a ``float32`` or a float32 array. An array is passed in Numba's
+ABI for a 1-D contiguous array, seven pointer-sized words: meminfo, parent, nitems, itemsize,
+data, shape[0], strides[0] (bytes). A caller names an array by two numbers, its device
+pointer and its extent in elements, so a launch packs ``(0, 0, extent, 4, ptr, extent, 4)``.
+
+The packer is generated from the parameter list (one ``struct.pack_into`` with every value in
+place), because per-call host cost is a measured goal and a loop that expands arrays costs
+several microseconds more than the straight call. ``tests/kernels/test_abi.py`` compiles every
+ABI's kernels and checks the PTX parameter list against :meth:`Abi.layout`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Callable
+
+from sgblas.runtime import driver
+
+__all__ = ["Abi", "ARRAY", "INT32", "FLOAT32"]
+
+INT32, FLOAT32, ARRAY = "i32", "f32", "f32[]"
+_ARRAY_WORDS = 7
+
+
+class Abi:
+    """The parameter list ``params`` = ``((name, kind), ...)`` of a family of kernels."""
+
+    def __init__(self, name: str, params: tuple[tuple[str, str], ...]) -> None:
+        for pname, kind in params:
+            if kind not in (INT32, FLOAT32, ARRAY):
+                raise ValueError(f"parameter {pname} of ABI {name} has kind {kind!r}, not i32, f32 or f32[]")
+        self.name = name
+        self.params = params
+        fmt, offsets, offset = ["<"], [], 0
+        for _, kind in params:
+            if kind == ARRAY:
+                pad = -offset % 8
+                fmt.append(f"{pad}x" if pad else "")
+                offset += pad
+                fmt.append(f"{_ARRAY_WORDS}q")
+                offsets.extend(offset + 8 * i for i in range(_ARRAY_WORDS))
+                offset += 8 * _ARRAY_WORDS
+            else:
+                fmt.append("i" if kind == INT32 else "f")
+                offsets.append(offset)
+                offset += 4
+        self.struct_format = "".join(fmt)
+        self.offsets = tuple(offsets)
+        #: The per-thread packed buffer (see :class:`sgblas.runtime.driver.ParamLayout`).
+        self.layout = driver.ParamLayout(self.struct_format, self.offsets)
+        #: ``pack(*call_args) -> void**`` with each array given as ``ptr, extent``.
+        self.pack: Callable[..., ctypes.c_void_p] = self._generate_packer()
+
+    def call_arguments(self) -> list[str]:
+        """The names a caller passes, arrays as ``<name>_ptr, <name>_extent``."""
+        names = []
+        for pname, kind in self.params:
+            names += [f"{pname}_ptr", f"{pname}_extent"] if kind == ARRAY else [pname]
+        return names
+
+    def _generate_packer(self) -> Callable[..., ctypes.c_void_p]:
+        packed = []
+        for pname, kind in self.params:
+            if kind == ARRAY:
+                packed += ["0", "0", f"{pname}_extent", "4", f"{pname}_ptr", f"{pname}_extent", "4"]
+            else:
+                packed.append(pname)
+        source = (f"def pack({', '.join(self.call_arguments())}):\n"
+                  f"    return _pack({', '.join(packed)})\n")
+        namespace = {"_pack": self.layout.pack}
+        exec(compile(source, f"<abi {self.name} packer>", "exec"), namespace)  # noqa: S102 - generated above
+        return namespace["pack"]
+
+    def signature(self) -> Any:
+        """The Numba signature (imports Numba: only for compiling)."""
+        from numba import types
+
+        vec = types.Array(types.float32, 1, "C")
+        kinds = {INT32: types.int32, FLOAT32: types.float32, ARRAY: vec}
+        return types.void(*(kinds[kind] for _, kind in self.params))
+
+    def simulate(self, dispatcher: Any, grid: tuple, block: tuple, stream: Any, args: tuple) -> None:
+        """Run ``dispatcher`` (a simulated kernel) with ``args`` as :meth:`pack` takes them:
+        each array becomes a view of the host memory at its pointer."""
+        values, i = [], 0
+        for _, kind in self.params:
+            if kind == ARRAY:
+                values.append(_host_view(args[i], args[i + 1]))
+                i += 2
+            else:
+                values.append(args[i])
+                i += 1
+        dispatcher[grid, block, stream or 0](*values)
+
+    def __repr__(self) -> str:
+        return f"Abi({self.name!r}, {', '.join(f'{n}: {k}' for n, k in self.params)})"
+
+
+def _host_view(ptr: int, extent: int) -> Any:
+    """A simulator device array over ``extent`` float32 elements of host memory at ``ptr``."""
+    import numpy as np
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    if extent == 0:
+        return FakeCUDAArray(np.empty(0, np.float32))
+    view = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(extent,))
+    return FakeCUDAArray(view)
