@@ -11,6 +11,10 @@ Scenarios:
   starts; then the first ``sgemm`` of each kernel variant (and a second call of each).
 * ``get_function``: with the busy stream running, ``cuKernelGetFunction`` and ``cuFuncLoad``
   of each sgblas kernel in the current context (what lazy loading does at a first launch).
+* ``gemm_first_after_context`` / ``gemm_first_before_context``: the first ``gemm`` of a
+  process on CuPy arrays behind the busy stream, with ``import sgblas`` after CuPy made the
+  context (the kernels become resident at import) or before it (then gemm's first handle
+  must load them into the context).
 * ``gemm_stream``: ``gemm`` inside ``with cupy.cuda.Stream(non_blocking=True)`` and
   ``with torch.cuda.stream(...)``, its operands written behind a long kernel on that stream.
 """
@@ -25,7 +29,7 @@ import subprocess
 import sys
 import time
 
-SCENARIOS = ("sgemm_first", "get_function", "gemm_stream")
+SCENARIOS = ("sgemm_first", "get_function", "gemm_stream", "gemm_first_after_context", "gemm_first_before_context")
 
 
 def _emit(record: dict, out: list) -> None:
@@ -139,9 +143,10 @@ def scenario_get_function(spin_s: float, out: list) -> None:
     spin = _spinner()
     cuda.synchronize()  # the context is current (Numba made it)
     busy = _stream()
-    from sgblas.dispatch.compiled import loaded_kernels
+    from sgblas.kernels.spec import REGISTRY
+    from sgblas.runtime.loader import loaded_kernels
 
-    for key, loaded in loaded_kernels(0).items():
+    for key, loaded in loaded_kernels(0, REGISTRY).items():
         _spin(spin, busy, spin_s)
         func = ctypes.c_void_p()
         state = ctypes.c_int(-1)
@@ -157,6 +162,43 @@ def scenario_get_function(spin_s: float, out: list) -> None:
                "get_function_ms": 1e3 * (t1 - t0), "is_loaded_ms": 1e3 * (t2 - t1),
                "func_load_ms": 1e3 * (t3 - t2), "busy_still_running": _busy_now(busy)}, out)
         cuda.synchronize()
+
+
+def _gemm_first(spin_s: float, out: list, import_first: bool) -> None:
+    if import_first:
+        import sgblas
+    import cupy as cp
+
+    n = 1024
+    a = cp.ones((n, n), cp.float32, order="F")
+    b = cp.ones((n, n), cp.float32, order="F")
+    c = cp.empty((n, n), cp.float32, order="F")
+    cp.cuda.Device().synchronize()
+    if not import_first:
+        import sgblas
+    spin = _spinner()
+    busy = _stream()
+    mine = cp.cuda.Stream(non_blocking=True)
+    for attempt in ("first", "second"):
+        _spin(spin, busy, spin_s)
+        with mine:
+            t0 = time.perf_counter()
+            sgblas.gemm(a, b, c)
+            host = time.perf_counter() - t0
+        mine.synchronize()
+        done = time.perf_counter() - t0
+        _emit({"scenario": "gemm_first_" + ("before" if import_first else "after") + "_context",
+               "call": attempt, "host_ms": 1e3 * host, "own_stream_done_ms": 1e3 * done,
+               "finished_before_busy_stream": _busy_now(busy), "ok": float(c[5, 7].get()) == n}, out)
+        cp.cuda.Device().synchronize()
+
+
+def scenario_gemm_first_after_context(spin_s: float, out: list) -> None:
+    _gemm_first(spin_s, out, import_first=False)
+
+
+def scenario_gemm_first_before_context(spin_s: float, out: list) -> None:
+    _gemm_first(spin_s, out, import_first=True)
 
 
 def scenario_gemm_stream(spin_s: float, out: list) -> None:

@@ -40,21 +40,22 @@ def main() -> None:
     import sgblas
     from sgblas.runtime import cache as kernel_cache, driver as sg_driver
     from sgblas.kernels import general
-    from sgblas.kernels.signatures import GEMM_SIGNATURE
-    from sgblas.runtime.launch import GEMM_PARAMS
+    from sgblas.kernels.abi import GEMM
+    from sgblas.kernels.spec import GEMM_KERNELS
     from sgblas.operands import read_device_span
+    from sgblas.runtime.loader import dispatcher as jit_dispatcher
 
     n = 64
     h = sgblas.Handle()
-    loaded = h._kernels[(general.NAME, ("N", "N"))]
+    spec = next(s for s in GEMM_KERNELS if s.name.startswith("sgemm_general_nn_"))
+    loaded = h._kernels[spec.name]
     a = cuda.to_device(np.random.rand(n * n).astype(np.float32))
     b = cuda.to_device(np.random.rand(n * n).astype(np.float32))
     c = cuda.device_array(n * n, np.float32)
     grid = general.grid(n, n)
     results = {}
 
-    dispatcher = general.kernel("N", "N")
-    dispatcher.compile(GEMM_SIGNATURE)
+    dispatcher = jit_dispatcher(spec)
     stream0 = cuda.default_stream()
     f32, i32 = np.float32, np.int32
     results["numba kernel[grid, block, stream](...)"] = _per_call(
@@ -74,8 +75,7 @@ def main() -> None:
         0, 0, n * n, 4, pb, n * n, 4, ci(n), cf(0), 0, 0, n * n, 4, pc, n * n, 4, ci(n)))
 
     def pack():
-        return GEMM_PARAMS.pack(n, n, n, 1.0, 0, 0, n * n, 4, pa, n * n, 4, n, 0, 0, n * n, 4, pb, n * n, 4, n,
-                                0.0, 0, 0, n * n, 4, pc, n * n, 4, n)
+        return GEMM.pack(n, n, n, 1.0, pa, n * n, n, pb, n * n, n, 0.0, pc, n * n, n)
 
     results["cuda.bindings cuLaunchKernel, packed buffer"] = _per_call(
         lambda: driver.cuLaunchKernel(loaded.function, grid[0], grid[1], grid[2], loaded.block[0], 1, 1, 0, 0,

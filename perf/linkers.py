@@ -7,7 +7,7 @@ script links the same PTX both ways for the current device, prints each cubin's 
 local memory, and times both kernels on the same data in the same process (CUDA events,
 alternating, median of ``--reps``), at the sizes given. Usage::
 
-    python -m perf.linkers --variant sgemm_nn_128x128x16 --sizes 4096,8192,16384
+    python -m perf.linkers --variant sgemm_simt_nn_128x128x16_2s_a16 --sizes 4096,8192,16384
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def driver_link(ptx: str) -> bytes:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m perf.linkers", description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="sgemm_nn_128x128x16")
+    parser.add_argument("--variant", default="sgemm_simt_nn_128x128x16_2s_a16")
     parser.add_argument("--sizes", default="4096,8192,16384")
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
@@ -53,17 +53,16 @@ def main() -> None:
 
     import sgblas
     from sgblas.runtime import driver
-    from sgblas.dispatch.compiled import _ENTRY, _dispatcher, _variant
-    from sgblas.kernels.signatures import GEMM_SIGNATURE
     from sgblas.handle import stream_handle
-    from sgblas.runtime.launch import GEMM_PARAMS
+    from sgblas.kernels.abi import GEMM
+    from sgblas.kernels.spec import by_name
+    from sgblas.runtime.build import _ENTRY, compile_ptx
 
     h = sgblas.Handle()
     cuda.current_context()  # the driver's linker needs a current context
     cc = h.cc
-    module, pair = _variant(args.variant)
-    ptx, _ = cuda.compile_ptx(_dispatcher(module, pair).py_func, GEMM_SIGNATURE.args, cc=cc,
-                              launch_bounds=module.LAUNCH_BOUNDS)
+    spec = by_name(args.variant)
+    ptx = compile_ptx(spec, cc)
     entry = _ENTRY.findall(ptx)[0]
     cubins = {
         "cuda.core Linker (nvJitLink)": bytes(Linker(ObjectCode.from_ptx(ptx.encode()),
@@ -84,12 +83,11 @@ def main() -> None:
         a, b = (cuda.to_device(rng.standard_normal(n * n, dtype=np.float32)) for _ in range(2))
         c = cuda.device_array(n * n, np.float32)
         pa, pb, pc = (x.device_ctypes_pointer.value for x in (a, b, c))
-        grid = module.grid(n, n)
+        grid = spec.grid(n, n, n)
 
         def launch(kernel):
-            params = GEMM_PARAMS.pack(n, n, n, 1.0, 0, 0, n * n, 4, pa, n * n, 4, n, 0, 0, n * n, 4, pb, n * n, 4,
-                                      n, 0.0, 0, 0, n * n, 4, pc, n * n, 4, n)
-            driver.launch(kernel, grid, module.BLOCK, raw_stream, params)
+            params = GEMM.pack(n, n, n, 1.0, pa, n * n, n, pb, n * n, n, 0.0, pc, n * n, n)
+            driver.launch(kernel, grid, spec.block, raw_stream, params)
 
         times = {label: [] for label in kernels}
         for label in kernels:  # warm-up

@@ -67,8 +67,6 @@ def _show(value: Any) -> str:
             return f"<a {type(value).__name__} that cannot be shown>"
         except Exception:
             return "<a value that cannot be shown>"
-    if type(text) is not str:
-        return "<a value that cannot be shown>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -320,6 +318,13 @@ def _capsule_functions() -> tuple[Callable[..., int], Callable[..., int]]:
     return _capsule_api
 
 
+def _device_kind(kind: int) -> str:
+    label = _DEVICE_TYPES.get(kind)
+    if label is None:
+        return f"a device of a type DLPack does not name ({kind})"
+    return f"a {label} device (DLPack device type {kind})"
+
+
 def _read_dlpack(x: Any, name: str, stream: int) -> Operand | str | None:
     """The Operand of a DLPack exporter of CUDA memory, a sentence, or None when ``x`` does
     not export DLPack at all."""
@@ -342,8 +347,7 @@ def _read_dlpack(x: Any, name: str, stream: int) -> Operand | str | None:
                 f"(__dlpack_device__ is {_DEVICE_TYPES[kind]}); copy it to the device first, with "
                 f"numba.cuda.to_device, cupy.asarray or tensor.cuda()")
     if kind not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
-        return (f"{name} is on a {_DEVICE_TYPES.get(kind, 'unknown')} device (DLPack device type {kind}), "
-                f"not a CUDA device")
+        return f"{name} is on {_device_kind(kind)}, not a CUDA device"
     # The array API standard numbers the legacy default stream 1 for CUDA and forbids 0.
     consumer = stream if stream else 1
     capsule = None
@@ -390,8 +394,7 @@ def _read_capsule(capsule: Any, x: Any, name: str) -> Operand | str:
                 f"('dltensor_versioned' or 'dltensor')")
     device_type = tensor.device.device_type
     if device_type not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
-        return (f"{where} is on a {_DEVICE_TYPES.get(device_type, 'unknown')} device "
-                f"(DLPack device type {device_type}), not a CUDA device")
+        return f"{where} is on {_device_kind(device_type)}, not a CUDA device"
     dtype = tensor.dtype
     if (dtype.code, dtype.bits, dtype.lanes) != (_KDL_FLOAT, 32, 1):
         return (f"{name} has DLPack dtype code {dtype.code} with {dtype.bits} bits and {dtype.lanes} lanes; "

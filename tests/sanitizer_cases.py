@@ -7,10 +7,11 @@ Run it under each tool (docs/reliability.md has the exact commands)::
     compute-sanitizer --tool initcheck --error-exitcode 99 --report-api-errors no python tests/sanitizer_cases.py --uninitialised-c
     compute-sanitizer --tool synccheck --error-exitcode 99 --report-api-errors no python tests/sanitizer_cases.py
 
-For every GEMM variant in the dispatch table (every module, every transpose pair it
-implements) the script finds shapes that the dispatcher really sends to that variant, using
-the dispatch table's own guards (``sgblas.dispatch.table.select``), and then runs them through
-:func:`sgblas.sgemm`, confirming with :func:`sgblas.explain` that the variant ran:
+For every GEMM variant of the registry (``sgblas.kernels.spec.GEMM_KERNELS``) the script finds
+shapes that dispatch really sends to that variant, using dispatch's own choice
+(``sgblas.dispatch.plan.choose``: each variant's legality, then the heuristic on the handle's
+device), and then runs them through :func:`sgblas.sgemm`, confirming with
+:func:`sgblas.explain` that the variant ran:
 
 * ``tile``: m, n, k whole multiples of the variant's CTA tile (k four K slices);
 * ``tail``: m, n, k each past a multiple of the tile (partial tiles everywhere, k several slices);
@@ -37,8 +38,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from types import ModuleType
-from typing import Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
@@ -63,12 +63,6 @@ class Outcome(NamedTuple):
     line: str
 
 
-def tile_of(module: ModuleType) -> tuple[int, int, int]:
-    """(BM, BN, BK) of a kernel module: module constants, or its ``CONFIG``'s fields."""
-    for source in (module, getattr(module, "CONFIG", None)):
-        if source is not None and all(hasattr(source, f) for f in ("BM", "BN", "BK")):
-            return int(source.BM), int(source.BN), int(source.BK)
-    return 128, 128, 16
 
 
 def leading_dimension(rows: int, mode: str) -> int:
@@ -85,8 +79,8 @@ def _stored(trans: str, rows: int, cols: int) -> tuple[int, int]:
     return (rows, cols) if trans == "N" else (cols, rows)
 
 
-def candidate_shapes(module: ModuleType, kind: str) -> Iterable[tuple[int, int, int]]:
-    bm, bn, bk = tile_of(module)
+def candidate_shapes(spec: Any, kind: str) -> Iterable[tuple[int, int, int]]:
+    bm, bn, bk = spec.tile
     for a, b in LADDER:
         if kind == "tile":
             yield bm * a, bn * b, 4 * bk
@@ -98,20 +92,20 @@ def candidate_shapes(module: ModuleType, kind: str) -> Iterable[tuple[int, int, 
             yield bm * a + 4, bn * b + 1, max(1, bk // 2 - 1)
 
 
-def find_shape(handle, module: ModuleType, pair: tuple[str, str], kind: str) -> Shape | None:
-    """The smallest candidate that the dispatch table sends to ``module`` for ``pair``."""
+def find_shape(handle, spec: Any, kind: str) -> Shape | None:
+    """The smallest candidate that dispatch sends to ``spec`` on ``handle``."""
+    from sgblas.dispatch.plan import choose
     from sgblas.kernels.problem import GemmProblem
-    from sgblas.dispatch.table import select
 
-    ta, tb = pair
-    for m, n, k in candidate_shapes(module, kind):
+    ta, tb = spec.pair
+    for m, n, k in candidate_shapes(spec, kind):
         for mode in LD_MODES:
             lda = leading_dimension(_stored(ta, m, k)[0], mode)
             ldb = leading_dimension(_stored(tb, k, n)[0], mode)
             ldc = leading_dimension(m, mode)
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
                                   FAKE_PTR, lda, 2 * FAKE_PTR, ldb, 3 * FAKE_PTR, ldc)
-            if select(problem).module is module:
+            if choose(problem, handle.properties, handle.workspace_bytes).spec is spec:
                 return Shape(kind, m, n, k, mode)
     return None
 
@@ -191,10 +185,11 @@ def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: 
     return Outcome(True, f"ok   {label} [{ran}] worst {ratio:.3f} of tolerance, {seconds:.3f} s")
 
 
-def gemm_variants() -> list[tuple[str, ModuleType, tuple[str, str]]]:
-    from sgblas.dispatch.compiled import variants
+def gemm_variants() -> list[Any]:
+    """Every GEMM variant of the registry (KernelSpec)."""
+    from sgblas.kernels.spec import GEMM_KERNELS
 
-    return [(name, module, pair) for name, module, pair in variants() if pair is not None]
+    return list(GEMM_KERNELS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +209,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import sgblas
     from sgblas.runtime.device import SIMULATOR
-    from sgblas.dispatch.table import variant_name
 
     handle = sgblas.Handle()
     print(f"sgblas {sgblas.__version__}, device {handle.device} cc {handle.cc}"
@@ -223,16 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     unreached: list[str] = []
     cases = 0
     seed = 0
-    for name, module, pair in gemm_variants():
+    for spec in gemm_variants():
+        name, pair = spec.name, spec.pair
         if args.variant not in name:
             continue
         for kind in kinds:
-            shape = find_shape(handle, module, pair, kind)
+            shape = find_shape(handle, spec, kind)
             if shape is None:
                 unreached.append(f"{name} ({kind})")
                 print(f"MISS {name}: no candidate {kind} shape is dispatched to it", flush=True)
                 continue
-            expected = variant_name(module, *pair)
+            expected = name
             if args.list:
                 print(f"{name:<36} {shape}")
                 continue
@@ -243,10 +238,10 @@ def main(argv: list[str] | None = None) -> int:
                 failures += not out.ok
                 print(f"{name:<36} {out.line}", flush=True)
 
-    from sgblas.kernels import scale
+    from sgblas.kernels.spec import SCALE_KERNEL
 
-    if not args.no_scale and not args.list and args.variant in scale.NAME:
-        bm, bn = scale.BLOCK_M, scale.BLOCK_N
+    if not args.no_scale and not args.list and args.variant in SCALE_KERNEL.name:
+        bm, bn, _ = SCALE_KERNEL.tile
         for kind, (m, n) in (("tile", (4 * bm, 4 * bn)), ("tail", (4 * bm + 5, 3 * bn + 3))):
             if kind not in kinds:
                 continue
@@ -254,11 +249,11 @@ def main(argv: list[str] | None = None) -> int:
                 for k, alpha in ((0, -1.25), (7, 0.0)):  # k == 0, then alpha == 0
                     seed += 1
                     shape = Shape(kind, m, n, k, "aligned")
-                    out = run_gemm_case(handle, scale.NAME, "N", "T", shape, alpha, beta, seed,
+                    out = run_gemm_case(handle, SCALE_KERNEL.name, "N", "T", shape, alpha, beta, seed,
                                         args.uninitialised_c)
                     cases += 1
                     failures += not out.ok
-                    print(f"{scale.NAME:<36} {out.line}", flush=True)
+                    print(f"{SCALE_KERNEL.name:<36} {out.line}", flush=True)
 
     if args.list:
         return 2 if unreached else 0

@@ -1,9 +1,9 @@
 """Device errors become statuses: a failed launch is EXECUTION_FAILED, never an escaping exception,
 C is left alone, and the next call works; no device at all is NOT_INITIALIZED.
 
-CPU: the launchers are replaced by ones that raise. GPU: the driver itself rejects a launch
-(a grid or block beyond the hardware's limits, set through the kernel module's own ``grid`` or
-the loaded kernel's ``block``): a real, non-sticky driver error, so the process stays healthy,
+CPU: the one launch function (``sgblas.dispatch.plan.launch``) is replaced by one that raises.
+GPU: the driver itself rejects a launch (a grid or block beyond the hardware's limits, passed to
+the real launch): a real, non-sticky driver error, so the process stays healthy,
 which the tests then check. (An invalid or destroyed stream handle would be the other obvious
 way, but the driver may dereference a bad handle and crash the process, so it is not used.)
 
@@ -20,9 +20,9 @@ import pytest
 from numba import cuda
 
 import sgblas
-import sgblas.api as api_module
+import sgblas.dispatch.plan as plan_module
 from sgblas import SgblasError, Status
-from sgblas.dispatch.table import Selection
+from sgblas.kernels import spec as registry
 
 from helpers import Case
 
@@ -39,10 +39,27 @@ class _DriverError(Exception):
     """Stands in for cuda.core's CUDAError."""
 
 
-def _raiser(exc):
-    def launch(*args, **kwargs):
-        raise exc
+def _raiser(exc, role="gemm"):
+    """A launch that raises ``exc`` for kernels of ``role`` and launches the others."""
+    real = plan_module.launch
+
+    def launch(kernel, grid, stream, args):
+        if registry.by_name(kernel.name).role == role:
+            raise exc
+        return real(kernel, grid, stream, args)
     return launch
+
+
+def _launching_with(monkeypatch, role, grid=None, block=None):
+    """Launch kernels of ``role`` with another grid or block (what the driver must refuse)."""
+    real = plan_module.launch
+
+    def launch(kernel, g, stream, args):
+        if registry.by_name(kernel.name).role == role:
+            kernel = kernel._replace(block=block or kernel.block)
+            g = grid or g
+        return real(kernel, g, stream, args)
+    monkeypatch.setattr(plan_module, "launch", launch)
 
 
 def _assert_healthy(handle, seed):
@@ -65,7 +82,7 @@ def _assert_healthy(handle, seed):
 ])
 def test_gemm_launch_failure_is_execution_failed(handle, monkeypatch, exc):
     case = Case(SEED, "N", "N", 6, 5, 4, pad=2)
-    monkeypatch.setattr(api_module, "launch_gemm", _raiser(exc))
+    monkeypatch.setattr(plan_module, "launch", _raiser(exc))
     status = sgblas.sgemm(handle, *case.args(1.0, 1.0))
     assert status == Status.EXECUTION_FAILED
     message = sgblas.last_error_message()
@@ -75,7 +92,7 @@ def test_gemm_launch_failure_is_execution_failed(handle, monkeypatch, exc):
 
 def test_next_call_after_a_launch_failure_succeeds(handle, monkeypatch):
     case = Case(SEED + 5, "T", "T", 5, 6, 2)
-    monkeypatch.setattr(api_module, "launch_gemm", _raiser(_DriverError("CUDA_ERROR_INVALID_VALUE")))
+    monkeypatch.setattr(plan_module, "launch", _raiser(_DriverError("CUDA_ERROR_INVALID_VALUE")))
     assert sgblas.sgemm(handle, *case.args(1.0, 0.0)) == Status.EXECUTION_FAILED
     monkeypatch.undo()
     _assert_healthy(handle, SEED + 1)
@@ -84,7 +101,7 @@ def test_next_call_after_a_launch_failure_succeeds(handle, monkeypatch):
 @pytest.mark.parametrize("k, alpha", [(0, 1.0), (3, 0.0)])
 def test_scale_launch_failure_is_execution_failed(handle, monkeypatch, k, alpha):
     case = Case(SEED + 2, "T", "N", 5, 4, 3)
-    monkeypatch.setattr(api_module, "launch_scale", _raiser(_DriverError("launch out of resources")))
+    monkeypatch.setattr(plan_module, "launch", _raiser(_DriverError("launch out of resources"), "scale"))
     args = list(case.args(alpha, 2.0))
     args[4] = k
     assert sgblas.sgemm(handle, *args) == Status.EXECUTION_FAILED
@@ -95,7 +112,7 @@ def test_scale_launch_failure_is_execution_failed(handle, monkeypatch, k, alpha)
 def test_gemm_raises_sgblas_error_with_execution_failed(handle, monkeypatch):
     a = cuda.to_device(np.ones((3, 2), np.float32))
     b = cuda.to_device(np.ones((2, 4), np.float32))
-    monkeypatch.setattr(api_module, "launch_gemm", _raiser(_DriverError("CUDA_ERROR_LAUNCH_FAILED")))
+    monkeypatch.setattr(plan_module, "launch", _raiser(_DriverError("CUDA_ERROR_LAUNCH_FAILED")))
     with pytest.raises(SgblasError) as info:
         sgblas.gemm(a, b, handle=handle)
     assert info.value.status == Status.EXECUTION_FAILED
@@ -106,7 +123,7 @@ def test_gemm_raises_sgblas_error_with_execution_failed(handle, monkeypatch):
 def test_keyboard_interrupt_is_not_swallowed(handle, monkeypatch):
     """Only errors become statuses: an interrupt during the launch still interrupts."""
     case = Case(SEED + 3, "N", "N", 3, 3, 3)
-    monkeypatch.setattr(api_module, "launch_gemm", _raiser(KeyboardInterrupt()))
+    monkeypatch.setattr(plan_module, "launch", _raiser(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         sgblas.sgemm(handle, *case.args(1.0, 0.0))
 
@@ -114,13 +131,14 @@ def test_keyboard_interrupt_is_not_swallowed(handle, monkeypatch):
 def test_no_kernel_accepting_is_internal_error(handle, monkeypatch):
     """docs/api.md: INTERNAL_ERROR when no kernel accepts a validated problem.
 
-    ``select`` then returns ``Selection(None, refusals)``, which ``sgblas.api.execute`` must
-    report as INTERNAL_ERROR, not as an AttributeError turned EXECUTION_FAILED.
+    With no variant in the registry's GEMM list, planning finds none, which ``sgblas.api.run``
+    must report as INTERNAL_ERROR, not as an AttributeError turned EXECUTION_FAILED.
     """
     case = Case(SEED + 4, "N", "N", 4, 4, 4)
-    monkeypatch.setattr(api_module, "select_cached",
-                        lambda problem: Selection(None, (("sgemm_general", "refused for the test"),)))
+    monkeypatch.setattr(registry, "GEMM_KERNELS", ())
+    handle._plans.clear()
     status = sgblas.sgemm(handle, *case.args(1.0, 0.0))
+    handle._plans.clear()
     assert status == Status.INTERNAL_ERROR, (Status(status).name, sgblas.last_error_message())
     np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
 
@@ -170,23 +188,14 @@ def test_device_count_survives_a_broken_driver(monkeypatch):
 # GPU: a real driver error
 # --------------------------------------------------------------------------------------------
 
-def _selected_module(handle, case):
-    from sgblas.api import validate
-    from sgblas.dispatch.table import select
-
-    plan = validate(handle, *case.args(1.0, 0.5))
-    return select(plan.problem).module
-
-
 @pytest.mark.gpu
 def test_driver_rejects_grid_is_execution_failed_gpu(handle, monkeypatch, record_property):
     case = Case(SEED + 10, "N", "N", 256, 192, 64, pad=4)
-    module = _selected_module(handle, case)
-    monkeypatch.setattr(module, "grid", lambda m, n: (1, 70_000, 1))  # gridDim.y limit is 65535
+    _launching_with(monkeypatch, "gemm", grid=(1, 70_000, 1))  # gridDim.y limit is 65535
     status = sgblas.sgemm(handle, *case.args(1.0, 0.5))
     message = sgblas.last_error_message()
     record_property("driver_message", message)
-    print(f"{module.NAME}: {Status(status).name}: {message}")
+    print(f"{Status(status).name}: {message}")
     assert status == Status.EXECUTION_FAILED, message
     cuda.synchronize()
     np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
@@ -200,14 +209,11 @@ def test_driver_rejects_grid_is_execution_failed_gpu(handle, monkeypatch, record
 @pytest.mark.gpu
 def test_driver_rejects_block_is_execution_failed_gpu(handle, monkeypatch, record_property):
     case = Case(SEED + 12, "T", "N", 100, 90, 80)
-    module = _selected_module(handle, case)
-    key = (module.NAME, ("T", "N"))
-    loaded = handle._kernels[key]
-    monkeypatch.setitem(handle._kernels, key, loaded._replace(block=(2048, 1, 1)))  # above 1024
+    _launching_with(monkeypatch, "gemm", block=(2048, 1, 1))  # above 1024
     status = sgblas.sgemm(handle, *case.args(1.0, 0.5))
     message = sgblas.last_error_message()
     record_property("driver_message", message)
-    print(f"{loaded.name}: {Status(status).name}: {message}")
+    print(f"{Status(status).name}: {message}")
     assert status == Status.EXECUTION_FAILED, message
     cuda.synchronize()
     np.testing.assert_array_equal(case.dC.copy_to_host(), case.C)
@@ -217,10 +223,8 @@ def test_driver_rejects_block_is_execution_failed_gpu(handle, monkeypatch, recor
 
 @pytest.mark.gpu
 def test_driver_rejects_scale_grid_is_execution_failed_gpu(handle, monkeypatch):
-    from sgblas.kernels import scale
-
     case = Case(SEED + 14, "N", "N", 64, 40, 5)
-    monkeypatch.setattr(scale, "grid", lambda m, n: (1, 1, 70_000))  # gridDim.z limit is 65535
+    _launching_with(monkeypatch, "scale", grid=(1, 1, 70_000))  # gridDim.z limit is 65535
     args = list(case.args(1.0, 3.0))
     args[4] = 0
     assert sgblas.sgemm(handle, *args) == Status.EXECUTION_FAILED
@@ -238,7 +242,7 @@ def test_driver_rejects_scale_grid_is_execution_failed_gpu(handle, monkeypatch):
 def test_sanitizer_script_runs_a_case_and_passes(capsys):
     import sanitizer_cases
 
-    assert sanitizer_cases.main(["--variant", "_tn", "--kinds", "short_k", "--betas", "0.5"]) == 0
+    assert sanitizer_cases.main(["--variant", "general_tn", "--kinds", "short_k", "--betas", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "1 cases, 0 failed" in out and "ok   TN short_k" in out
 
@@ -246,8 +250,8 @@ def test_sanitizer_script_runs_a_case_and_passes(capsys):
 def test_sanitizer_script_fails_on_a_wrong_result(monkeypatch, capsys):
     import sanitizer_cases
 
-    monkeypatch.setattr(api_module, "launch_gemm", lambda *args: None)  # C left as it was: wrong
-    assert sanitizer_cases.main(["--variant", "_nt", "--kinds", "tile", "--betas", "0.5"]) == 1
+    monkeypatch.setattr(plan_module, "launch", lambda *args: None)  # C left as it was: wrong
+    assert sanitizer_cases.main(["--variant", "general_nt", "--kinds", "tile", "--betas", "0.5"]) == 1
     assert "FAIL" in capsys.readouterr().out
 
 
@@ -255,7 +259,7 @@ def test_sanitizer_script_reports_unreached_variants(monkeypatch, capsys):
     import sanitizer_cases
 
     monkeypatch.setattr(sanitizer_cases, "LADDER", ())  # no candidate shape at all
-    assert sanitizer_cases.main(["--variant", "_tt", "--no-scale"]) == 2
+    assert sanitizer_cases.main(["--variant", "general_tt", "--no-scale"]) == 2
     assert "MISS" in capsys.readouterr().out
 
 

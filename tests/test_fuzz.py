@@ -42,7 +42,8 @@ from hypothesis import strategies as st
 from numba import cuda
 
 import sgblas
-import sgblas.api as api_module
+import sgblas.dispatch.plan as plan_module
+from sgblas.kernels.spec import SCALE_KERNEL, by_name
 from sgblas import InvalidValueError, MathMode, SgblasError, Status
 from sgblas.runtime.device import SIMULATOR
 from sgblas.kernels.problem import GemmProblem
@@ -576,21 +577,18 @@ def _names(message: str | None, names: tuple[str, ...]) -> bool:
 # --------------------------------------------------------------------------------------------
 
 class Recorder:
-    """Stands in for ``launch_gemm`` / ``launch_scale``: records each launch, runs nothing."""
+    """Stands in for the one launch function (``sgblas.dispatch.plan.launch``): records each
+    launch as ``(role, (kernel, grid, *args))``, runs nothing."""
 
     def __init__(self):
         self.calls: list[tuple[str, tuple]] = []
 
-    def gemm(self, *args):
-        self.calls.append(("gemm", args))
-
-    def scale(self, *args):
-        self.calls.append(("scale", args))
+    def launch(self, kernel, grid, stream, args):
+        self.calls.append((by_name(kernel.name).role, (kernel, grid) + tuple(args)))
 
     @contextlib.contextmanager
     def installed(self):
-        with mock.patch.object(api_module, "launch_gemm", self.gemm), \
-                mock.patch.object(api_module, "launch_scale", self.scale):
+        with mock.patch.object(plan_module, "launch", self.launch):
             yield self
 
 
@@ -610,13 +608,13 @@ def check_recorded_launch(rec: Recorder, exp: Expectation, facts, handle) -> Non
     fa, fb, fc = facts
     c_needed = (exp.n - 1) * exp.ldc + exp.m
     if what == "scale":
-        _stream, loaded, grid, m, n, beta, c_ptr, c_extent, ldc = args
+        loaded, grid, m, n, beta, c_ptr, c_extent, ldc = args
         assert (m, n, ldc) == (exp.m, exp.n, exp.ldc)
         assert _same_scalar(beta, exp.beta), (beta, exp.beta)
         assert c_ptr == fc.ptr and c_needed <= c_extent == fc.extent
-        assert loaded.module is sgblas.kernels.scale and grid == loaded.module.grid(m, n)
+        assert loaded.name == SCALE_KERNEL.name and grid == SCALE_KERNEL.grid(m, n, 0)
         return
-    (_stream, loaded, grid, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+    (loaded, grid, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
      beta, c_ptr, c_extent, ldc) = args
     assert (m, n, k, lda, ldb, ldc) == (exp.m, exp.n, exp.k, exp.lda, exp.ldb, exp.ldc)
     assert _same_scalar(alpha, exp.alpha) and _same_scalar(beta, exp.beta), (alpha, beta, exp)
@@ -624,11 +622,12 @@ def check_recorded_launch(rec: Recorder, exp: Expectation, facts, handle) -> Non
     assert (b_ptr, b_extent) == (fb.ptr, fb.extent)
     assert (c_ptr, c_extent) == (fc.ptr, fc.extent)
     # The variant implements the requested pair and its guard accepts the problem.
-    assert (exp.ta, exp.tb) in loaded.module.TRANSPOSE_PAIRS, (loaded.name, exp.ta, exp.tb)
+    spec = by_name(loaded.name)
+    assert spec.pair == (exp.ta, exp.tb), (loaded.name, exp.ta, exp.tb)
     problem = GemmProblem(handle.cc, handle.math_mode, exp.ta, exp.tb, m, n, k, a_ptr, lda, b_ptr, ldb,
                           c_ptr, ldc)
-    assert loaded.module.can_implement(problem) is None, loaded.name
-    assert grid == loaded.module.grid(m, n)
+    assert spec.can_implement(problem) is None, loaded.name
+    assert grid == spec.grid(m, n, k)
 
 
 # --------------------------------------------------------------------------------------------

@@ -109,3 +109,62 @@ def test_tf32_handle_raises_not_supported():
     with sgblas.Handle(math_mode=sgblas.MathMode.TF32) as h, pytest.raises(SgblasError) as info:
         sgblas.gemm(a, a, handle=h)
     assert info.value.status == Status.NOT_SUPPORTED and not isinstance(info.value, ValueError)
+
+
+# --------------------------------------------------------------------------------------------
+# which stream gemm runs on (docs/api.md, "Streams")
+# --------------------------------------------------------------------------------------------
+
+def _foreign(module: str, inner):
+    """An array that says it belongs to ``module`` (its type's ``__module__``) and exports
+    ``inner``'s interface: enough for gemm's choice of stream, which reads only the type."""
+    kind = type(f"FakeArray_{module.replace('.', '_')}", (), {
+        "__module__": module,
+        "__cuda_array_interface__": property(lambda self: inner._ary.__array_interface__),
+    })
+    return kind()
+
+
+def test_operands_of_two_libraries_name_both_and_ask_for_a_stream():
+    from sgblas import gemm_arrays
+
+    a = _foreign("cupy", cuda.to_device(np.ones((2, 2), np.float32)))
+    b = _foreign("torch", cuda.to_device(np.ones((2, 2), np.float32)))
+    with pytest.raises(InvalidValueError) as info:
+        gemm_arrays._handle_for(None, None, a, b, None, 0)
+    message = str(info.value)
+    assert "a is a CuPy array" in message and "b is a PyTorch tensor" in message and "stream=" in message
+
+
+def test_a_stream_that_disagrees_with_the_handle_is_refused():
+    a = cuda.to_device(np.ones((3, 2), np.float32))
+    b = cuda.to_device(np.ones((2, 4), np.float32))
+    with sgblas.Handle() as h:
+        with pytest.raises(InvalidValueError, match="disagrees with the handle's stream"):
+            sgblas.gemm(a, b, handle=h, stream=12345)
+        assert sgblas.gemm(a, b, handle=h, stream=h.stream_handle) is not None  # agreeing is fine
+
+
+def test_gemm_keeps_one_default_handle_per_device_and_stream():
+    from sgblas import gemm_arrays
+
+    a = cuda.to_device(np.ones((3, 2), np.float32))
+    b = cuda.to_device(np.ones((2, 4), np.float32))
+    s1, s2 = cuda.stream(), cuda.stream()
+    np.testing.assert_array_equal(sgblas.gemm(a, b, stream=s1).copy_to_host(), np.full((3, 4), 2, np.float32))
+    sgblas.gemm(a, b, stream=s2)
+    sgblas.gemm(a, b)  # Numba arrays without a stream: Numba's default stream
+    h1 = gemm_arrays.default_handle(0, s1)
+    assert h1 is gemm_arrays.default_handle(0, s1)
+    assert h1.stream is s1 or h1.stream_handle == sgblas.handle.stream_handle(s1)
+    assert gemm_arrays.default_handle(0, None) is gemm_arrays.default_handle(0, 0)
+
+
+def test_the_current_stream_of_each_library():
+    from numba.core import config
+
+    from sgblas import gemm_arrays
+
+    assert gemm_arrays.current_stream(None, 0) == 0  # other exporters: the legacy default stream
+    expected = 2 if config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
+    assert gemm_arrays.current_stream("numba", 0) == expected

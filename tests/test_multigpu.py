@@ -22,7 +22,7 @@ import pytest
 from numba import cuda
 
 import sgblas
-import sgblas.api as api_module
+import sgblas.dispatch.plan as plan_module
 import sgblas.runtime.device as device_module
 import sgblas.operands as operands_module
 from sgblas import InvalidValueError, Status
@@ -156,14 +156,14 @@ def test_pointer_device_classifies_memory(monkeypatch, driver_module, memtype, o
     import sgblas.runtime.driver
 
     d = driver_module
-    monkeypatch.setattr(device_module, "SIMULATOR", False)
+    monkeypatch.setattr(device_module, "BACKEND", device_module._Driver())
     monkeypatch.setattr(sgblas.runtime.driver, "pointer_attributes",
                         lambda ptr: (int(getattr(d.CUmemorytype, memtype)), ordinal))
     assert device_module.pointer_device(0x7F0000001000) == expected
 
 
 def test_pointer_device_of_an_unknown_pointer_is_none(monkeypatch):
-    monkeypatch.setattr(device_module, "SIMULATOR", False)
+    monkeypatch.setattr(device_module, "BACKEND", device_module._Driver())
     import sgblas.runtime.driver
 
     monkeypatch.setattr(sgblas.runtime.driver, "pointer_attributes", lambda ptr: None)  # the driver's error
@@ -205,7 +205,6 @@ class _FakeContexts:
         if SIMULATOR:  # the real pointer query needs a driver; every pointer is on device 0
             monkeypatch.setattr(operands_module, "pointer_device", lambda p: 0)
             operands_module.forget_devices()  # the patched query must be asked, not a remembered answer
-        monkeypatch.setattr(device_module, "SIMULATOR", False)
         monkeypatch.setattr(device_module, "current_context_handle", self.current)
         monkeypatch.setattr(device_module, "push_context", self.push)
         monkeypatch.setattr(device_module, "pop_context", self.pop)
@@ -216,7 +215,7 @@ def _scoped_call(handle, monkeypatch, contexts, launch, ctx=0xB0B):
     """sgemm on ``handle`` bound (for the test) to context ``ctx``, with ``launch`` recording."""
     case = Case(SEED + 7, "N", "N", 4, 3, 2)
     monkeypatch.setattr(handle, "_context", ctx)
-    monkeypatch.setattr(api_module, "launch_gemm", launch)
+    monkeypatch.setattr(plan_module, "launch", launch)
     with contexts.installed(monkeypatch):
         status = sgblas.sgemm(handle, *case.args(1.0, 0.0))
     return status, case

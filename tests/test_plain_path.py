@@ -27,10 +27,12 @@ CHILD = textwrap.dedent(r'''
     import sgblas
     from sgblas import api
     from sgblas.runtime import device, driver
-    from sgblas.dispatch.compiled import LoadedKernel, _key, variants
     from sgblas.enums import MathMode, Status
     from sgblas.handle import Handle
-    from sgblas.runtime.launch import GEMM_PARAMS
+    from sgblas.kernels.abi import GEMM
+    from sgblas.kernels.spec import REGISTRY
+    from sgblas.runtime.device import DeviceProperties
+    from sgblas.runtime.launch import LoadedKernel
 
     seed = int(sys.argv[1])
     rng = random.Random(seed)
@@ -47,7 +49,7 @@ CHILD = textwrap.dedent(r'''
     launched = []
 
     def launch(function, grid, block, stream, params):
-        launched.append((function.value, tuple(grid), tuple(block), stream.value, GEMM_PARAMS.buffers()[0].raw))
+        launched.append((function.value, tuple(grid), tuple(block), stream.value, GEMM.layout.buffers()[0].raw))
 
     driver.pointer_attributes = attributes
     driver.current_context = lambda: CTX
@@ -56,8 +58,10 @@ CHILD = textwrap.dedent(r'''
 
     h = object.__new__(Handle)
     h.device, h.math_mode, h.cc, h._context, h._closed = 0, MathMode.FP32, (9, 0), CTX, False
-    h._kernels = {_key(m, p): LoadedKernel(name, m, p, m.BLOCK, 1000 + i, None, driver.as_pointer(1000 + i))
-                  for i, (name, m, p) in enumerate(variants())}
+    h._kernels = {spec.name: LoadedKernel(spec.name, spec.abi, spec.block, 1000 + i, driver.as_pointer(1000 + i), None)
+                  for i, spec in enumerate(REGISTRY)}
+    h.properties = DeviceProperties(132, 2048, 32, 65536, 233472)
+    h._plans, h._workspace = {}, (0, 0, None)
     h._stream = (None, 0x777, driver.as_pointer(0x777))
 
     def array(nbytes_base, shape, order="F", dtype=np.float32, offset_bytes=0):

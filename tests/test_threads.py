@@ -23,7 +23,7 @@ import pytest
 from numba import cuda
 
 import sgblas
-import sgblas.api as api_module
+import sgblas.dispatch.plan as plan_module
 from sgblas import Status
 from sgblas.runtime.device import SIMULATOR
 
@@ -78,8 +78,7 @@ def serialised_simulated_kernels():
                 return launch(*args, **kwargs)
         return call
 
-    with mock.patch.object(api_module, "launch_gemm", locked(api_module.launch_gemm)), \
-            mock.patch.object(api_module, "launch_scale", locked(api_module.launch_scale)):
+    with mock.patch.object(plan_module, "launch", locked(plan_module.launch)):
         yield
 
 
@@ -132,18 +131,13 @@ class _Recorder:
         self.lock = threading.Lock()
         self.streams: list = []
 
-    def gemm(self, stream, *args):
-        with self.lock:
-            self.streams.append(stream)
-
-    def scale(self, stream, *args):
+    def launch(self, kernel, grid, stream, args):
         with self.lock:
             self.streams.append(stream)
 
     @contextmanager
     def installed(self):
-        with mock.patch.object(api_module, "launch_gemm", self.gemm), \
-                mock.patch.object(api_module, "launch_scale", self.scale):
+        with mock.patch.object(plan_module, "launch", self.launch):
             yield self
 
 

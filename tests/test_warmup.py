@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 
 import pytest
 
-from sgblas.warmup import _parse_ccs, main
+from sgblas.runtime import cache as kernel_cache
+from sgblas.warmup import EXIT_NOWHERE_TO_STORE, _nowhere_to_store, _parse_ccs, main
 
 
 def test_parse_ccs():
@@ -52,7 +55,7 @@ def test_fresh_process_first_calls_compile_nothing():
         import sgblas
         from numba import cuda
         from numba.cuda.core import event
-        from sgblas.dispatch.compiled import load_reports
+        from sgblas.runtime.loader import load_reports
         from sgblas.runtime.device import current_device
 
         sources = {r.source for r in load_reports(current_device())}
@@ -85,7 +88,7 @@ def test_import_and_handle_load_cached_cubins_without_numba():
         import sys, time
         t0 = time.perf_counter()
         import sgblas
-        from sgblas.dispatch.compiled import load_reports
+        from sgblas.runtime.loader import load_reports
         from sgblas.runtime.device import current_device
         h = sgblas.Handle()
         t1 = time.perf_counter()
@@ -100,6 +103,71 @@ def test_import_and_handle_load_cached_cubins_without_numba():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "NUMBA False" in result.stdout, result.stdout
     assert "SOURCES ['cache']" in result.stdout, result.stdout
-    assert "VARIANTS 7" in result.stdout, result.stdout
+    from sgblas.kernels.spec import REGISTRY
+
+    assert f"VARIANTS {len(REGISTRY)}" in result.stdout, result.stdout
     assert "LOCAL [0]" in result.stdout, result.stdout  # no variant spills or keeps a stack
 
+
+
+# -- a kernel cache nobody can write ---------------------------------------------------------
+
+
+@pytest.fixture
+def nowhere(tmp_path):
+    """Environment whose two cache locations lie under a regular file: not even root can
+    create them, so no location of the search path is writable."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    return {kernel_cache.CACHE_DIR_VARIABLE: str(blocker / "site"), "NUMBA_CACHE_DIR": str(blocker / "numba"),
+            "NUMBA_ENABLE_CUDASIM": "0", "SGBLAS_NO_WARMUP": "1"}
+
+
+def test_warmup_with_nowhere_to_store_fails_with_a_sentence_before_compiling(nowhere):
+    t0 = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "sgblas.warmup", "--cc", "80"], capture_output=True, text=True,
+                            env=dict(os.environ, **nowhere), timeout=300)
+    seconds = time.perf_counter() - t0
+    assert result.returncode == EXIT_NOWHERE_TO_STORE, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert "kernel variants to compile and nowhere to store them" in message
+    assert f"{nowhere[kernel_cache.CACHE_DIR_VARIABLE]} ($SGBLAS_CACHE_DIR): it does not exist and cannot be created" \
+        in message
+    assert os.path.join(nowhere["NUMBA_CACHE_DIR"], "sgblas") in message and "SGBLAS_CACHE_DIR" in message
+    assert "compiled" not in result.stdout and seconds < 60, (seconds, result.stdout)  # nothing was compiled
+
+
+def test_a_warmup_worker_with_nowhere_to_store_fails_with_a_sentence(nowhere):
+    result = subprocess.run([sys.executable, "-m", "sgblas.warmup", "--variant", "scale_c_32x8", "--cc", "80"],
+                            capture_output=True, text=True, env=dict(os.environ, **nowhere), timeout=300)
+    assert result.returncode == EXIT_NOWHERE_TO_STORE, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == "", result.stdout + result.stderr
+    assert result.stderr.startswith("sgblas.warmup cannot store scale_c_32x8 for sm_80: "), result.stderr
+
+
+def test_a_complete_read_only_cache_needs_no_writable_location(tmp_path, monkeypatch):
+    from sgblas.kernels.spec import REGISTRY
+
+    site = tmp_path / "site"
+    monkeypatch.setenv(kernel_cache.CACHE_DIR_VARIABLE, str(site))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setattr(kernel_cache, "_warned", set())
+    for spec in REGISTRY:
+        kernel_cache.write(spec.name, (8, 0), "_Z6kernel", b"\x7fELF" + spec.name.encode())
+    os.chmod(site, 0o555)
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "a-file" / "numba"))
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):  # as for a user who is not root
+        if os.path.realpath(kwargs.get("dir") or "") == os.path.realpath(site):
+            raise PermissionError(13, "Permission denied", str(kwargs["dir"]))
+        return real_mkstemp(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    assert _nowhere_to_store([(8, 0)], rebuild=False) is None  # everything is there: nothing to store
+    refusal = _nowhere_to_store([(8, 0)], rebuild=True)
+    assert refusal is not None and f"{site} ($SGBLAS_CACHE_DIR): writing there failed (Permission denied" in refusal
+    assert _nowhere_to_store([(9, 0)], rebuild=False).startswith(
+        f"sgblas.warmup has {len(REGISTRY)} kernel variants to compile")

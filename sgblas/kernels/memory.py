@@ -18,11 +18,12 @@ Rules the caller must keep, since nothing here checks them on the device:
 * Every 16-byte access (``*4`` helpers, ``cp_async16``) addresses an element whose byte
   address is a multiple of 16: global arrays through the dispatch guard (16-byte aligned base
   pointer, leading dimension a multiple of 4, vector index a multiple of 4), shared arrays
-  through ``cuda.shared.array(..., alignment=16)`` and a multiple-of-4 index.
+  through ``cuda.shared.array(..., alignment=16)`` and a multiple-of-4 index. Every 8-byte
+  access (``*2`` helpers, ``cp_async8``) likewise addresses a multiple of 8 bytes.
 * Indices are element indices into the flat 1-D array; signed indices are sign-extended,
   unsigned ones zero-extended, to 64 bits before the address is formed (no wrap-around, no
   bounds check).
-* ``cp_async16``/``cp_async4`` copy ``src_bytes`` bytes (0 <= src_bytes <= size) and fill
+* ``cp_async16``/``cp_async8``/``cp_async4`` copy ``src_bytes`` bytes (0 <= src_bytes <= size) and fill
   the rest of the destination with zeros; with ``src_bytes == 0`` the source is not read,
   so a predicated-off copy may name any address. Their results are visible to the issuing
   thread after ``cp_async_wait_all()`` (or ``cp_async_wait_group(n)`` leaves at most n
@@ -34,11 +35,12 @@ from __future__ import annotations
 from sgblas.runtime.device import SIMULATOR
 
 __all__ = [
-    "ldg4", "lds4", "sts4", "stg4", "ldg1", "sts1",
-    "cp_async16", "cp_async4", "cp_async_commit", "cp_async_wait_all", "cp_async_wait_group",
-    "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg1_py", "sts1_py",
-    "cp_async16_py", "cp_async4_py", "cp_async_commit_py", "cp_async_wait_all_py",
-    "cp_async_wait_group_py",
+    "ldg4", "lds4", "sts4", "stg4", "ldg2", "stg2", "ldg1", "sts1", "stg1",
+    "cp_async16", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait_all",
+    "cp_async_wait_group",
+    "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg2_py", "stg2_py", "ldg1_py", "sts1_py",
+    "stg1_py", "cp_async16_py", "cp_async8_py", "cp_async4_py", "cp_async_commit_py",
+    "cp_async_wait_all_py", "cp_async_wait_group_py",
 ]
 
 
@@ -70,6 +72,22 @@ def stg4_py(arr, i, v0, v1, v2, v3):
     arr[i + 3] = v3
 
 
+def ldg2_py(arr, i):
+    """Return ``(arr[i], arr[i+1])`` read from global memory."""
+    return arr[i], arr[i + 1]
+
+
+def stg2_py(arr, i, v0, v1):
+    """Store ``v0, v1`` to global ``arr[i:i+2]``."""
+    arr[i] = v0
+    arr[i + 1] = v1
+
+
+def stg1_py(arr, i, v):
+    """Store ``v`` to global ``arr[i]`` (no negative-index wrap-around)."""
+    arr[i] = v
+
+
 def ldg1_py(arr, i):
     """Return ``arr[i]`` read from global memory (no negative-index wrap-around)."""
     return arr[i]
@@ -84,6 +102,13 @@ def cp_async16_py(dst, di, src, si, src_bytes):
     """Copy ``src_bytes // 4`` floats from ``src[si:]`` to ``dst[di:]``; zero the rest of 4."""
     n = src_bytes // 4
     for e in range(4):
+        dst[di + e] = src[si + e] if e < n else 0.0
+
+
+def cp_async8_py(dst, di, src, si, src_bytes):
+    """Copy ``src_bytes // 4`` floats from ``src[si:]`` to ``dst[di:]``; zero the rest of 2."""
+    n = src_bytes // 4
+    for e in range(2):
         dst[di + e] = src[si + e] if e < n else 0.0
 
 
@@ -115,8 +140,9 @@ def cp_async_wait_group_py(n: int):
 
 if SIMULATOR:
     ldg4, lds4, sts4, stg4 = ldg4_py, lds4_py, sts4_py, stg4_py
-    ldg1, sts1 = ldg1_py, sts1_py
-    cp_async16, cp_async4 = cp_async16_py, cp_async4_py
+    ldg2, stg2 = ldg2_py, stg2_py
+    ldg1, sts1, stg1 = ldg1_py, sts1_py, stg1_py
+    cp_async16, cp_async8, cp_async4 = cp_async16_py, cp_async8_py, cp_async4_py
     cp_async_commit, cp_async_wait_all = cp_async_commit_py, cp_async_wait_all_py
     cp_async_wait_group = cp_async_wait_group_py
 else:
@@ -125,7 +151,6 @@ else:
     from numba.cuda.extending import intrinsic
 
     _GLOBAL, _SHARED = 1, 3
-    _F4 = types.UniTuple(types.float32, 4)
 
     def _check(name: str, arr, index) -> None:
         if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float32):
@@ -146,41 +171,50 @@ else:
         ptr = builder.gep(data, [wide], inbounds=True)
         return builder.addrspacecast(ptr, ir.PointerType(ir.FloatType(), addrspace))
 
-    def _vec_ptr(builder, fptr, addrspace: int):
-        return builder.bitcast(fptr, ir.PointerType(ir.VectorType(ir.FloatType(), 4), addrspace))
+    def _vec_ptr(builder, fptr, addrspace: int, width: int = 4):
+        return builder.bitcast(fptr, ir.PointerType(ir.VectorType(ir.FloatType(), width), addrspace))
 
-    def _load4(addrspace: int, name: str):
+    def _load4(addrspace: int, name: str, width: int = 4):
+        tup = types.UniTuple(types.float32, width)
+
         def impl(typingctx, arr, index):
             _check(name, arr, index)
 
             def codegen(context, builder, sig, args):
                 fptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1],
                                  addrspace)
-                vec = builder.load(_vec_ptr(builder, fptr, addrspace), align=16)
+                vec = builder.load(_vec_ptr(builder, fptr, addrspace, width), align=4 * width)
                 elems = [builder.extract_element(vec, ir.Constant(ir.IntType(32), e))
-                         for e in range(4)]
-                return context.make_tuple(builder, _F4, elems)
+                         for e in range(width)]
+                return context.make_tuple(builder, tup, elems)
 
-            return _F4(arr, index), codegen
+            return tup(arr, index), codegen
 
         impl.__name__ = name
         return intrinsic(impl)
 
-    def _store4(addrspace: int, name: str):
-        def impl(typingctx, arr, index, v0, v1, v2, v3):
+    def _store4(addrspace: int, name: str, width: int = 4):
+        def typed(arr, index, *vals):
             _check(name, arr, index)
 
             def codegen(context, builder, sig, args):
                 fptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1],
                                  addrspace)
-                vec = ir.Constant(ir.VectorType(ir.FloatType(), 4), ir.Undefined)
-                for e in range(4):
+                vec = ir.Constant(ir.VectorType(ir.FloatType(), width), ir.Undefined)
+                for e in range(width):
                     val = context.cast(builder, args[2 + e], sig.args[2 + e], types.float32)
                     vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), e))
-                builder.store(vec, _vec_ptr(builder, fptr, addrspace), align=16)
+                builder.store(vec, _vec_ptr(builder, fptr, addrspace, width), align=4 * width)
                 return context.get_dummy_value()
 
-            return types.void(arr, index, v0, v1, v2, v3), codegen
+            return types.void(arr, index, *vals), codegen
+
+        if width == 4:
+            def impl(typingctx, arr, index, v0, v1, v2, v3):
+                return typed(arr, index, v0, v1, v2, v3)
+        else:
+            def impl(typingctx, arr, index, v0, v1):
+                return typed(arr, index, v0, v1)
 
         impl.__name__ = name
         return intrinsic(impl)
@@ -217,6 +251,9 @@ else:
 
     ldg1 = _load1(_GLOBAL, "ldg1")
     sts1 = _store1(_SHARED, "sts1")
+    stg1 = _store1(_GLOBAL, "stg1")
+    ldg2 = _load4(_GLOBAL, "ldg2", 2)
+    stg2 = _store4(_GLOBAL, "stg2", 2)
     ldg4 = _load4(_GLOBAL, "ldg4")
     lds4 = _load4(_SHARED, "lds4")
     sts4 = _store4(_SHARED, "sts4")
@@ -247,8 +284,9 @@ else:
         impl.__name__ = name
         return intrinsic(impl)
 
-    # .cg (bypass L1) exists only for 16-byte copies; 4-byte copies must use .ca.
+    # .cg (bypass L1) exists only for 16-byte copies; 8- and 4-byte copies must use .ca.
     cp_async16 = _cp_async(16, "cg", "cp_async16")
+    cp_async8 = _cp_async(8, "ca", "cp_async8")
     cp_async4 = _cp_async(4, "ca", "cp_async4")
 
     def _asm_void(text: str):

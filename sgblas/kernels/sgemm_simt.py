@@ -1,28 +1,47 @@
-"""Factory for register-tiled, strict-FP32 NN SGEMM kernels on CUDA cores (SIMT FFMA).
+"""Factory for register-tiled, strict-FP32 SGEMM kernels on CUDA cores (SIMT FFMA).
 
-Computes ``C = alpha * A @ B + beta * C`` for column-major ``A`` (m x k), ``B`` (k x n) and
-``C`` (m x n), all FP32 with FP32 FMA accumulation (no tensor cores, no TF32, no
-flush-to-zero).
+Computes ``C = alpha * op(A) @ op(B) + beta * C`` for column-major ``A``, ``B`` and ``C``,
+every transpose pair (``TileConfig.transa``/``transb``), all FP32 with FP32 FMA accumulation
+(no tensor cores, no TF32, no flush-to-zero).
 
 Hierarchy (all sizes are :class:`TileConfig` fields; derived sizes are asserted there):
 
-* CTA tile ``BM x BN``, marching over K in steps of ``BK``; the A and B slices of a step sit
-  in shared memory, ``As[stage][k][m]`` and ``Bs[stage][k][n]``, two stages deep, so the
-  next step's copy overlaps the current step's arithmetic (one barrier per step).
+* CTA tile ``BM x BN``, marching over K in steps of ``BK``; the op(A) and op(B) slices of a
+  step sit in shared memory, ``As[stage][k][m]`` and ``Bs[stage][k][n]``, two stages deep, so
+  the next step's copy overlaps the current step's arithmetic (one barrier per step).
 * ``WARPS_M x WARPS_N`` warps, each owning a ``WM x WN`` warp tile, its 32 lanes laid out
   ``LANES_M x LANES_N``.
 * Each thread owns an 8 x 8 accumulator tile made of 2 x 2 sub-tiles of 4 x 4, spaced half a
   warp tile apart, so that at every k its 8 A values and 8 B values come from shared memory
   as two 16-byte loads each, and a warp's 16-byte loads fall in distinct banks or broadcast.
 
-Global to shared: A's slice is copied as 16-byte vectors along m (contiguous in column-major
-A) straight into ``As[k][m]``; B's slice is read as 16-byte vectors along k (contiguous in
-column-major B) and stored transposed into ``Bs[k][n]``, whose rows are padded by 4 floats so
-the transposed stores of a warp hit 32 distinct banks. Depending on ``a_copy``/``b_copy``
-this goes through ``cp.async`` (sm_80+) or through registers (LDG, then STS after the
-arithmetic). Tails: vectors that run past m (A) or past k (B) are copied partially with zero
-fill; columns past k/n are zero-filled; so the kernel is exact for every m, n, k >= 1 under the
-alignment rules below.
+The compute core and the epilogue are the same for every layout; only the copy phases differ,
+one strategy per operand layout:
+
+* An operand contiguous along m or n (A in N, B in T: "mn-major") goes straight into shared
+  memory with ``cp.async`` vectors along m (n) of the alignment class's width (16, 8 or 4
+  bytes), unpadded rows. The last, partial vector at row m (column n) is copied element by
+  element with 4-byte ``cp.async`` and zero fill, so no copy reads a byte past the matrix
+  (compute-sanitizer's memcheck reports a 16-byte copy with fewer source bytes as a read past
+  the allocation when the buffer ends at the matrix's last element).
+* An operand contiguous along k (A in T, B in N: "k-major") is read with vector loads along k
+  into registers (LDG.128 / LDG.64 / LDG.32) and stored transposed into shared memory after
+  the arithmetic, rows padded by 4 floats: ``8 / width`` lanes share one column (a 32-byte
+  sector) and the padding puts the 32 lanes' scalar stores in 32 distinct banks. K tails are
+  read element by element with zero fill. With both operands k-major (TN), the first
+  operand's copy is issued at the start of a K step and stored halfway through, the second's
+  issued halfway and stored at the end, so no more than one slice sits in registers at once.
+
+Columns past k are zero-filled; rows/columns past m/n are zero-filled or left stale (they only
+feed C elements that are never stored); so the kernel is exact for every m, n, k >= 1 whose
+pointers and leading dimensions are in the alignment class (``align`` bytes: A, B, C start
+on a multiple of it and lda, ldb, ldc are multiples of ``align // 4``).
+
+Split-K slices (``split_k``): the kernel takes :data:`sgblas.kernels.abi.GEMM_SPLIT` (GEMM's
+parameters and ``k_chunk``); ``blockIdx.y`` is the split index ``s``, the CTA multiplies over
+k in ``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha`` times that partial
+product, never reading C, into the column-major m x n matrix at ``C + s * ldc * n``; a split
+whose range is empty stores zeros. :func:`grid_for` takes the number of splits.
 
 Unrolling: NVVM keeps a constant loop over the BK k steps rolled (its body is 64 FMAs), which
 would leave the register fragments indexed at run time, so the k steps are unrolled by
@@ -40,8 +59,6 @@ and Numba and :mod:`sgblas.kernels.memory` are imported by :func:`build_pyfunc` 
 is first built. The tile configurations that ship are rows of the registry's manifest
 (:mod:`sgblas.kernels.spec`).
 
-Alignment the caller (the dispatch guard) must prove: A, B, C base addresses 16-byte aligned
-and lda, ldb, ldc multiples of 4, so every 16-byte vector the kernel touches is aligned.
 Index arithmetic: 64-bit for anything multiplied by a leading dimension; 32-bit unsigned for
 lane arithmetic; shared-memory offsets are 64-bit base + constant, which NVVM folds into the
 immediate offsets of the shared loads. ``beta == 0`` means C is never read.
@@ -51,6 +68,7 @@ from __future__ import annotations
 
 import linecache
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sgblas.kernels.problem import GemmProblem
 from sgblas.runtime.device import SIMULATOR
@@ -60,24 +78,27 @@ __all__ = ["TileConfig", "generate_source", "build_pyfunc", "grid_for", "guard"]
 
 @dataclass(frozen=True)
 class TileConfig:
-    """Tile sizes and copy strategy of one generated NN kernel."""
+    """Tile sizes, operand layouts and alignment class of one generated kernel."""
 
     BM: int = 128            # CTA tile rows (m)
     BN: int = 128            # CTA tile columns (n)
-    BK: int = 8              # K step held in shared memory per stage
-    WARPS_M: int = 4         # warps along m
-    WARPS_N: int = 2         # warps along n
-    LANES_M: int = 4         # lanes of a warp along m (LANES_M * LANES_N == 32)
-    a_copy: str = "cp16"     # "cp16": cp.async 16 B into As; "ldg": LDG.128 -> regs -> STS.128
-    b_copy: str = "ldg"      # "ldg": LDG.128 -> regs -> 4 STS.32; "cp4": 4 cp.async of 4 B
+    BK: int = 16             # K step held in shared memory per stage
+    WARPS_M: int = 2         # warps along m
+    WARPS_N: int = 4         # warps along n
+    LANES_M: int = 8         # lanes of a warp along m (LANES_M * LANES_N == 32)
     group_m: int = 8         # grouped raster: CTAs walk group_m tile rows, then step along n
     #                          (0: plain column-by-column order)
     min_blocks: int = 2      # launch bound: resident CTAs per SM, which caps the registers
     #                          at 65536 / (THREADS * min_blocks)
+    transa: str = "N"        # op(A) = A ("N", m x k stored) or A^T ("T", k x m stored)
+    transb: str = "N"        # op(B) = B ("N", k x n stored) or B^T ("T", n x k stored)
+    align: int = 16          # alignment class in bytes (16, 8, 4): the global vector width
+    split_k: bool = False    # a split-K slice kernel (ABI GEMM_SPLIT), see the module doc
 
     # Fixed thread tile: 2 x 2 sub-tiles of 4 x 4.
     TM = 8
     TN = 8
+    STAGES = 2  # shared-memory stages (double buffering)
 
     @property
     def LANES_N(self) -> int:
@@ -96,14 +117,34 @@ class TileConfig:
         return self.BN // self.WARPS_N
 
     @property
+    def VEC(self) -> int:
+        """Floats per global vector access: 4, 2 or 1."""
+        return self.align // 4
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.transa, self.transb)
+
+    @property
+    def a_kmajor(self) -> bool:
+        """A is contiguous along k (stored k x m): register-staged, transposed into As."""
+        return self.transa == "T"
+
+    @property
+    def b_kmajor(self) -> bool:
+        """B is contiguous along k (stored k x n): register-staged, transposed into Bs."""
+        return self.transb == "N"
+
+    @property
     def SA(self) -> int:
-        """Row stride of As[k][m]: 16-byte stores along m are conflict-free unpadded."""
-        return self.BM
+        """Row stride of As[k][m]: padded by 4 when A is stored transposed into it (k-major A),
+        so the transposed scalar stores of a warp hit 32 distinct banks."""
+        return self.BM + 4 if self.a_kmajor else self.BM
 
     @property
     def SB(self) -> int:
-        """Row stride of Bs[k][n]: padded by 4 so two k rows 4 apart land 16 banks apart."""
-        return self.BN + 4
+        """Row stride of Bs[k][n]: padded by 4 when B is stored transposed into it."""
+        return self.BN + 4 if self.b_kmajor else self.BN
 
     @property
     def launch_bounds(self) -> tuple[int, int]:
@@ -112,60 +153,73 @@ class TileConfig:
 
     @property
     def uses_cp_async(self) -> bool:
-        return self.a_copy.startswith("cp") or self.b_copy.startswith("cp")
+        return not (self.a_kmajor and self.b_kmajor)
 
-    STAGES = 2  # shared-memory stages (double buffering)
+    @property
+    def shared_bytes(self) -> int:
+        return 4 * self.STAGES * self.BK * (self.SA + self.SB)
 
     def name(self) -> str:
         return f"{self.BM}x{self.BN}x{self.BK}"
 
     def check(self) -> None:
         """Assert the relationships the generated code relies on."""
-        assert self.a_copy in ("cp16", "ldg") and self.b_copy in ("cp4", "ldg"), \
-            f"unknown copy strategy {self.a_copy!r}/{self.b_copy!r}"
+        assert self.transa in ("N", "T") and self.transb in ("N", "T"), \
+            f"transpose pair {self.transa!r}{self.transb!r} is not one of NN, NT, TN, TT"
+        assert self.align in (4, 8, 16), f"alignment class {self.align} is not 16, 8 or 4 bytes"
         assert 32 % self.LANES_M == 0, "LANES_M must divide the 32 lanes of a warp"
         assert self.WM == 2 * 4 * self.LANES_M and self.BM == self.WM * self.WARPS_M, \
             "a warp tile along m must be 2 sub-tiles of 4 rows per lane: WM == 8 * LANES_M"
         assert self.WN == 2 * 4 * self.LANES_N and self.BN == self.WN * self.WARPS_N, \
             "a warp tile along n must be 2 sub-tiles of 4 columns per lane: WN == 8 * LANES_N"
-        assert self.BK % 4 == 0, "B is read as 16-byte vectors along k, so BK is a multiple of 4"
-        assert self.THREADS % (self.BM // 4) == 0 and \
-            (self.BM * self.BK // 4) % self.THREADS == 0, \
-            "the A slice (BM x BK as float4 along m) must split evenly over the threads"
-        assert (self.BK * self.BN // 4) % self.THREADS == 0 and \
-            self.THREADS % self.QB == 0 and (self.BK // 4) % self.QB == 0 and \
-            self.BN % (self.THREADS // self.QB) == 0, \
-            "the B slice (BK x BN as float4 along k) must split evenly over the threads"
-        assert self.SB % 8 == 4, "Bs row stride must be 4 mod 8 floats for conflict-free STS"
+        assert self.BK % 8 == 0, "k-major copies give a 32-byte sector (8 floats) per column: BK % 8 == 0"
+        T, V = self.THREADS, self.VEC
+        for kmajor, br, what in ((self.a_kmajor, self.BM, "A"), (self.b_kmajor, self.BN, "B")):
+            if kmajor:
+                qb = 8 // V
+                assert T % qb == 0 and br % (T // qb) == 0 and (self.BK * br // V) % T == 0, \
+                    f"the {what} slice (BK x {br} as {V}-float vectors along k) must split evenly over the threads"
+            else:
+                tpc = br // V
+                assert T % tpc == 0 and self.BK % (T // tpc) == 0, \
+                    f"the {what} slice ({br} x BK as {V}-float vectors along m/n) must split evenly over the threads"
 
-    @property
-    def QB(self) -> int:
-        """Lanes that share one B column in a copy: 2 lanes x 16 B fill a 32-byte sector."""
-        return min(2, self.BK // 4)
+
+class _Operand(NamedTuple):
+    """How one operand is named and laid out in the generated text."""
+
+    p: str        # prefix of its variables: "a" / "b"
+    arr: str      # the global array: "A" / "B"
+    sh: str       # the shared array: "As" / "Bs"
+    kmajor: bool  # contiguous along k: register-staged and transposed
+    BR: int       # tile extent along m / n
+    S: int        # shared row stride
+    ext: str      # "m" / "n"
+    org: str      # "row0" / "col0"
+    ld: str       # "lda64" / "ldb64"
 
 
 def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code generator
     """The kernel's source text, one line per element of the list."""
     cfg.check()
     BM, BN, BK, SA, SB = cfg.BM, cfg.BN, cfg.BK, cfg.SA, cfg.SB
-    T = cfg.THREADS
+    T, V = cfg.THREADS, cfg.VEC
     WM, WN = cfg.WM, cfg.WN
-    A_TPC = BM // 4                      # threads per A column (float4 along m)
-    LA = BM * BK // 4 // T               # A float4 copies per thread per stage
-    A_COLS_PER_PASS = T // A_TPC
-    QB = cfg.QB
-    LB = BK * BN // 4 // T               # B float4 copies per thread per stage
-    RQ = (BK // 4) // QB                 # k-groups of 4 a thread covers in one column
-    B_COLS_PER_PASS = T // QB
-    STAGE_A, STAGE_B = BK * SA, BK * SB
-    a_cp, b_cp = cfg.a_copy == "cp16", cfg.b_copy == "cp4"
+    STAGE = {"a": BK * SA, "b": BK * SB}
+    split = cfg.split_k
+    K = "kn" if split else "k"
+    ops = (_Operand("a", "A", "As", cfg.a_kmajor, BM, SA, "m", "row0", "lda64"),
+           _Operand("b", "B", "Bs", cfg.b_kmajor, BN, SB, "n", "col0", "ldb64"))
+    cp_ops = [o for o in ops if not o.kmajor]
+    reg_ops = [o for o in ops if o.kmajor]
+    MID = BK // 2  # where the second register-staged operand's copy starts (TN)
 
     L: list[str] = []
     w = L.append
-    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):")
+    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc{', k_chunk' if split else ''}):")
     al = "" if SIMULATOR else ", alignment=16"
-    w(f"    As = cuda.shared.array({2 * STAGE_A}, float32{al})")
-    w(f"    Bs = cuda.shared.array({2 * STAGE_B}, float32{al})")
+    w(f"    As = cuda.shared.array({2 * STAGE['a']}, float32{al})")
+    w(f"    Bs = cuda.shared.array({2 * STAGE['b']}, float32{al})")
     w("")
     w("    # ---- tile mapping: the C tile of this CTA (grouped raster keeps A/B panels in L2)")
     # Unsigned 32-bit throughout (m, n < 2**31, so no sum here wraps): Numba's signed int64
@@ -186,6 +240,11 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         w("    bn = pid // tiles_m")
     w(f"    row0 = int64(bm) * {BM}")
     w(f"    col0 = int64(bn) * {BN}")
+    if split:
+        w("    # ---- split-K: this CTA's k range [kbeg, kbeg + kn)")
+        w("    s_k = uint32(cuda.blockIdx.y)")
+        w("    kbeg = int64(s_k) * int64(k_chunk)")
+        w("    kn = max(min(int64(k) - kbeg, int64(k_chunk)), int64(0))")
     w("    tid = uint32(cuda.threadIdx.x)")
     w("    warp = tid >> uint32(5)")
     w("    lane = tid & uint32(31)")
@@ -196,38 +255,55 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     w("    lda64 = int64(lda)")
     w("    ldb64 = int64(ldb)")
     w("")
-    w("    # ---- global -> shared mapping: A as float4 along m, B as float4 along k")
-    w(f"    ra = (tid % uint32({A_TPC})) * uint32(4)")
-    w(f"    pa = tid // uint32({A_TPC})")
-    w(f"    qb = (tid % uint32({QB})) * uint32(4)")
-    w(f"    jb = tid // uint32({QB})")
-    w("    rows_left = int64(m) - (row0 + int64(ra))")
-    w("    a_rows = uint32(max(min(rows_left, int64(4)), int64(0)))  # valid rows in my float4")
-    w("    a_bytes = a_rows * uint32(4)")
-    w("    a_g = row0 + int64(ra) + int64(pa) * lda64      # 64-bit: scaled by lda")
-    w(f"    a_w = int64(pa * uint32({SA}) + ra)               # my As store slot, stage 0")
-    for r in range(LB):
-        q = f"qb + uint32({4 * QB * (r % RQ)})" if r % RQ else "qb"
-        j = f"jb + uint32({B_COLS_PER_PASS * (r // RQ)})" if r // RQ else "jb"
-        w(f"    qb{r} = {q}")
-        w(f"    jb{r} = {j}")
-        w(f"    b_ok{r} = col0 + int64(jb{r}) < int64(n)")
-        w(f"    b_bytes{r} = uint32(4) if b_ok{r} else uint32(0)")
-        w(f"    b_g{r} = int64(qb{r}) + (col0 + int64(jb{r})) * ldb64")
-        w(f"    b_w{r} = int64(qb{r} * uint32({SB}) + jb{r})")
+
+    # Per-operand copy geometry.
+    geo: dict[str, dict] = {}
+    for o in ops:
+        p = o.p
+        if not o.kmajor:
+            tpc = o.BR // V                  # threads per k column (vectors along m/n)
+            cpp = T // tpc                   # k columns per pass
+            geo[p] = dict(n=o.BR * BK // V // T, cpp=cpp)
+            w(f"    # ---- {o.arr}: {V}-float cp.async vectors along {o.ext} into {o.sh}[k][{o.ext}]")
+            w(f"    {p}_r = (tid % uint32({tpc})) * uint32({V})")
+            w(f"    {p}_c = tid // uint32({tpc})")
+            w(f"    {p}_left = int64({o.ext}) - ({o.org} + int64({p}_r))   # rows of my vector in the matrix")
+            if V > 1:
+                w(f"    {p}_full = {p}_left >= {V}")
+                for e in range(V):
+                    w(f"    {p}_e{e} = uint32(4) if {p}_left > {e} else uint32(0)")
+            else:
+                w(f"    {p}_e0 = uint32(4) if {p}_left > 0 else uint32(0)")
+            kb = f" + kbeg * {o.ld}" if split else ""
+            w(f"    {p}_g = {o.org} + int64({p}_r) + int64({p}_c) * {o.ld}{kb}   # 64-bit: scaled by ld")
+            w(f"    {p}_w = int64({p}_c * uint32({o.S}) + {p}_r)   # my store slot, stage 0")
+            w(f"    {p}_wflip = int64({STAGE[p]}) + 2 * {p}_w   # x -> flip - x swaps stage 0 <-> 1")
+            w(f"    {p}_step = {BK} * {o.ld}")
+        else:
+            qb = 8 // V                      # lanes per column: one 32-byte sector
+            rq = (BK // V) // qb             # k-groups of a column one thread covers
+            cpp = T // qb                    # columns per pass
+            nl = BK * o.BR // V // T
+            geo[p] = dict(n=nl, rq=rq, cpp=cpp, qb=qb)
+            w(f"    # ---- {o.arr}: {V}-float loads along k into registers, stored transposed "
+              f"into {o.sh}[k][{o.ext}]")
+            w(f"    {p}_q = (tid % uint32({qb})) * uint32({V})")
+            w(f"    {p}_j = tid // uint32({qb})")
+            for r in range(nl):
+                q = f"{p}_q + uint32({V * qb * (r % rq)})" if r % rq else f"{p}_q"
+                j = f"{p}_j + uint32({cpp * (r // rq)})" if r // rq else f"{p}_j"
+                kb = " + kbeg" if split else ""
+                w(f"    {p}_q{r} = {q}")
+                w(f"    {p}_j{r} = {j}")
+                w(f"    {p}_ok{r} = {o.org} + int64({p}_j{r}) < int64({o.ext})")
+                w(f"    {p}_g{r} = int64({p}_q{r}){kb} + ({o.org} + int64({p}_j{r})) * {o.ld}")
+                w(f"    {p}_w{r} = int64({p}_q{r} * uint32({o.S}) + {p}_j{r})")
+                w(f"    {' = '.join(f'x{p}{r}_{e}' for e in range(V))} = float32(0)")
+            w(f"    {p}_ws = int64(0)                                  # store stage offset")
     w("    a_r = int64(am0)                                 # my As fragment base, stage 0")
     w("    b_r = int64(bn0)                                 # my Bs fragment base, stage 0")
-    w(f"    a_flip = int64({STAGE_A}) + 2 * a_w   # x -> a_flip - x swaps stage 0 <-> 1")
-    w(f"    b_flip = int64({STAGE_B})")
-    w(f"    a_rflip = int64({STAGE_A}) + 2 * a_r")
-    w(f"    b_rflip = int64({STAGE_B}) + 2 * b_r")
-    w("    b_ws = int64(0)                                  # B store stage offset")
-    if not a_cp:
-        for r in range(LA):
-            w(f"    xa{r}_0 = xa{r}_1 = xa{r}_2 = xa{r}_3 = float32(0)")
-    if not b_cp:
-        for r in range(LB):
-            w(f"    xb{r}_0 = xb{r}_1 = xb{r}_2 = xb{r}_3 = float32(0)")
+    w(f"    a_rflip = int64({STAGE['a']}) + 2 * a_r")
+    w(f"    b_rflip = int64({STAGE['b']}) + 2 * b_r")
     w("    acc = cuda.local.array(64, float32)    # 8 x 8 accumulators, acc[i * 8 + j]")
     w("    fa = cuda.local.array(16, float32)     # A fragments, two buffers of 8")
     w("    fb = cuda.local.array(16, float32)     # B fragments, two buffers of 8")
@@ -235,82 +311,83 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     w("        acc[i] = float32(0)")
     w("")
 
-    def load_stage(p: str, tail: bool) -> None:
-        """Issue the copy of the K step at a_g/b_g; with tail, zero-fill from k column kv."""
-        copy_a(p, tail)
-        copy_b(p, tail)
-        if a_cp or b_cp:
+    def issue_cp(o: _Operand, p: str, tail: bool) -> None:
+        """cp.async the slice at {p}_g into the stage at {p}_w; with tail, zero past column kv."""
+        g = geo[o.p]
+        x = o.p
+        for r in range(g["n"]):
+            col = f"{x}_c + uint32({g['cpp'] * r})" if r else f"{x}_c"
+            goff = f"{x}_g + {g['cpp'] * r} * {o.ld}" if r else f"{x}_g"
+            soff = f"{x}_w + {g['cpp'] * r * o.S}" if r else f"{x}_w"
+            kpred = f"{col} < kv"
+            if V == 1:
+                nbytes = f"{x}_e0 if {kpred} else uint32(0)" if tail else f"{x}_e0"
+                w(f"{p}cp_async4({o.sh}, {soff}, {o.arr}, {goff}, {nbytes})")
+                continue
+            # A whole vector in one copy; the partial one at row m (column n) element by element.
+            w(f"{p}if {x}_full{' and ' + kpred if tail else ''}:")
+            w(f"{p}    cp_async{4 * V}({o.sh}, {soff}, {o.arr}, {goff}, uint32({4 * V}))")
+            w(f"{p}else:")
+            for e in range(V):
+                nbytes = f"{x}_e{e} if {kpred} else uint32(0)" if tail else f"{x}_e{e}"
+                w(f"{p}    cp_async4({o.sh}, {soff} + {e}, {o.arr}, {goff} + {e}, {nbytes})")
+
+    def issue_reg(o: _Operand, p: str, tail: bool) -> None:
+        """Load the slice at {p}_g{r} into registers; with tail, zero from k column kv on."""
+        x = o.p
+        load = {4: "ldg4", 2: "ldg2", 1: "ldg1"}[V]
+        for r in range(geo[x]["n"]):
+            dst = ", ".join(f"x{x}{r}_{e}" for e in range(V))
+            if not tail:
+                w(f"{p}if {x}_ok{r}:")
+                w(f"{p}    {dst} = {load}({o.arr}, {x}_g{r})")
+            elif V == 1:
+                w(f"{p}x{x}{r}_0 = ldg1({o.arr}, {x}_g{r}) if {x}_ok{r} and {x}_q{r} < kv "
+                  f"else float32(0)")
+            else:
+                w(f"{p}if {x}_ok{r} and {x}_q{r} + uint32({V}) <= kv:")
+                w(f"{p}    {dst} = {load}({o.arr}, {x}_g{r})")
+                w(f"{p}else:")
+                for e in range(V):
+                    w(f"{p}    x{x}{r}_{e} = ldg1({o.arr}, {x}_g{r} + {e}) if {x}_ok{r} and "
+                      f"{x}_q{r} + uint32({e}) < kv else float32(0)")
+
+    def store_reg(o: _Operand, p: str) -> None:
+        x = o.p
+        for r in range(geo[x]["n"]):
+            for e in range(V):
+                w(f"{p}sts1({o.sh}, {x}_ws + {x}_w{r} + {e * o.S}, x{x}{r}_{e})")
+
+    def issue_start(p: str, tail: bool) -> None:
+        """The copies that start with a K step: every cp.async and the first register one."""
+        for o in cp_ops:
+            issue_cp(o, p, tail)
+        if reg_ops:
+            issue_reg(reg_ops[0], p, tail)
+        if cp_ops:
             w(f"{p}cp_async_commit()")
 
-    def copy_a(p: str, tail: bool) -> None:
-        # Rows past m (a_rows < 4) only feed C rows that are never stored, so a skipped
-        # register-staged copy may leave stale values; the partial float4 at row m is
-        # copied element by element so no byte past the matrix is read.
-        for r in range(LA):
-            col = f"pa + uint32({A_COLS_PER_PASS * r})" if r else "pa"
-            goff = f"a_g + {A_COLS_PER_PASS * r} * lda64" if r else "a_g"
-            soff = f"a_w + {A_COLS_PER_PASS * r * SA}" if r else "a_w"
-            if a_cp:
-                nbytes = f"a_bytes if {col} < kv else uint32(0)" if tail else "a_bytes"
-                w(f"{p}cp_async16(As, {soff}, A, {goff}, {nbytes})")
-                continue
-            q = p
-            if tail:
-                w(f"{p}if {col} < kv:")
-                q = p + "    "
-            w(f"{q}if a_rows == uint32(4):")
-            w(f"{q}    xa{r}_0, xa{r}_1, xa{r}_2, xa{r}_3 = ldg4(A, {goff})")
-            w(f"{q}else:")
-            for e in range(4):
-                w(f"{q}    xa{r}_{e} = ldg1(A, {goff} + {e}) if a_rows > uint32({e}) "
-                  f"else float32(0)")
-            if tail:
-                w(f"{p}else:")
-                w(f"{p}    xa{r}_0 = xa{r}_1 = xa{r}_2 = xa{r}_3 = float32(0)")
-
-    def copy_b(p: str, tail: bool) -> None:
-        for r in range(LB):
-            if b_cp:
-                for e in range(4):
-                    nbytes = (f"b_bytes{r} if qb{r} + uint32({e}) < kv else uint32(0)"
-                              if tail else f"b_bytes{r}")
-                    w(f"{p}cp_async4(Bs, b_ws + b_w{r} + {e * SB}, B, b_g{r} + {e}, {nbytes})")
-            elif not tail:
-                w(f"{p}if b_ok{r}:")
-                w(f"{p}    xb{r}_0, xb{r}_1, xb{r}_2, xb{r}_3 = ldg4(B, b_g{r})")
-            else:
-                w(f"{p}if b_ok{r} and qb{r} + uint32(4) <= kv:")
-                w(f"{p}    xb{r}_0, xb{r}_1, xb{r}_2, xb{r}_3 = ldg4(B, b_g{r})")
-                w(f"{p}else:")
-                for e in range(4):
-                    w(f"{p}    xb{r}_{e} = ldg1(B, b_g{r} + {e}) if b_ok{r} and "
-                      f"qb{r} + uint32({e}) < kv else float32(0)")
-
-    def store_stage(ind: str) -> None:
-        """Registers -> shared for the register-staged copies, then make the stage visible."""
-        p = ind
-        if not a_cp:
-            for r in range(LA):
-                soff = f"a_w + {A_COLS_PER_PASS * r * SA}" if r else "a_w"
-                w(f"{p}sts4(As, {soff}, xa{r}_0, xa{r}_1, xa{r}_2, xa{r}_3)")
-        if not b_cp:
-            for r in range(LB):
-                for e in range(4):
-                    w(f"{p}sts1(Bs, b_ws + b_w{r} + {e * SB}, xb{r}_{e})")
-        if a_cp or b_cp:
+    def finish_stage(p: str, prologue: bool = False) -> None:
+        """Registers -> shared for the register-staged copies still held, then make the stage
+        visible to the block."""
+        for o in (reg_ops if prologue else reg_ops[-1:]):
+            store_reg(o, p)
+        if cp_ops:
             w(f"{p}cp_async_wait_all()")
         w(f"{p}cuda.syncthreads()")
 
-    def advance(ind: str) -> None:
-        p = ind
-        w(f"{p}a_g += a_step")
-        for r in range(LB):
-            w(f"{p}b_g{r} += {BK}")
-        w(f"{p}a_w = a_flip - a_w")
-        w(f"{p}b_ws = b_flip - b_ws")
+    def advance(p: str) -> None:
+        for o in ops:
+            x = o.p
+            if o.kmajor:
+                for r in range(geo[x]["n"]):
+                    w(f"{p}{x}_g{r} += {BK}")
+                w(f"{p}{x}_ws = int64({STAGE[x]}) - {x}_ws")
+            else:
+                w(f"{p}{x}_g += {x}_step")
+                w(f"{p}{x}_w = {x}_wflip - {x}_w")
 
-    def load_frag(ind: str, kk: int, buf: int) -> None:
-        p = ind
+    def load_frag(p: str, kk: int, buf: int) -> None:
         o = 8 * buf
         for arr, sh, base, stride, half in (("fa", "As", "a_r", SA, WM // 2),
                                             ("fb", "Bs", "b_r", SB, WN // 2)):
@@ -318,74 +395,112 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
                 dst = ", ".join(f"{arr}[{o + 4 * h + e}]" for e in range(4))
                 w(f"{p}{dst} = lds4({sh}, {base} + {kk * stride + h * half})")
 
-    def fma(ind: str, buf: int) -> None:
+    def fma(p: str, buf: int) -> None:
         # Constant trip counts: NVVM unrolls both loops, so every index is a constant and
         # acc/fa/fb live in registers.
-        w(f"{ind}for i in range(8):")
-        w(f"{ind}    for j in range(8):")
-        w(f"{ind}        acc[i * 8 + j] += fa[{8 * buf} + i] * fb[{8 * buf} + j]")
+        w(f"{p}for i in range(8):")
+        w(f"{p}    for j in range(8):")
+        w(f"{p}        acc[i * 8 + j] += fa[{8 * buf} + i] * fb[{8 * buf} + j]")
 
-    def k_step_body(ind: str, has_next: bool) -> None:
+    def k_step_body(p: str, has_next: bool, tail: bool = False) -> None:
         """The BK unrolled k steps on the read stage; with has_next, hand over to the next."""
         for kk in range(BK):
             buf = kk % 2
+            if has_next and len(reg_ops) == 2 and kk == MID:
+                # Both operands k-major: the first one's registers go to shared memory now,
+                # and the second one's copy starts, so one slice at a time is in registers.
+                store_reg(reg_ops[0], p)
+                issue_reg(reg_ops[1], p, tail)
             if kk < BK - 1:
-                load_frag(ind, kk + 1, 1 - buf)
+                load_frag(p, kk + 1, 1 - buf)
             elif has_next:
-                store_stage(ind)
-                w(f"{ind}a_r = a_rflip - a_r")
-                w(f"{ind}b_r = b_rflip - b_r")
-                advance(ind)
-                load_frag(ind, 0, 1 - buf)
-            fma(ind, buf)
+                finish_stage(p)
+                w(f"{p}a_r = a_rflip - a_r")
+                w(f"{p}b_r = b_rflip - b_r")
+                advance(p)
+                load_frag(p, 0, 1 - buf)
+            fma(p, buf)
 
     w("    # ---- prologue: stage 0 <- the first K step (zero-filled past k)")
-    w(f"    a_step = {BK} * lda64")
-    w("    kv = uint32(k)")
-    load_stage("    ", tail=True)
-    store_stage("    ")
+    w(f"    kv = uint32({K})")
+    issue_start("    ", tail=True)
+    if len(reg_ops) == 2:
+        issue_reg(reg_ops[1], "    ", tail=True)
+    finish_stage("    ", prologue=True)
     advance("    ")
     load_frag("    ", 0, 0)
     w("")
     w("    # ---- main loop: copy the full step t+1 into the other stage while computing step t")
-    w(f"    for _t in range(k // {BK} - 1):")
-    load_stage("        ", tail=False)
+    w(f"    for _t in range({K} // {BK} - 1):")
+    issue_start("        ", tail=False)
     k_step_body("        ", has_next=True)
     w("    # ---- the step before a partial last step: copy that one with zero fill")
-    w(f"    if k % {BK} != 0 and k > {BK}:")
-    w(f"        kv = uint32(k % {BK})")
-    load_stage("        ", tail=True)
-    k_step_body("        ", has_next=True)
+    w(f"    if {K} % {BK} != 0 and {K} > {BK}:")
+    w(f"        kv = uint32({K} % {BK})")
+    issue_start("        ", tail=True)
+    k_step_body("        ", has_next=True, tail=True)
     w("    # ---- last K step: nothing left to copy")
     k_step_body("    ", has_next=False)
     w("")
-    w("    # ---- epilogue: C = alpha * acc + beta * C, 16-byte stores along m, C unread if beta == 0")
+    _epilogue(cfg, w)
+    return L
+
+
+def _epilogue(cfg: TileConfig, w) -> None:
+    """C = alpha * acc + beta * C with vector accesses of the alignment class where whole,
+    element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
+    V, WM, WN = cfg.VEC, cfg.WM, cfg.WN
+    split = cfg.split_k
+    if split:
+        w("    # ---- epilogue: this split's partial product, alpha * acc, at C + s * ldc * n")
+        w("    alpha = alpha if kn > 0 else float32(0)   # an empty k range stores zeros")
+        w("    c_base = int64(s_k) * int64(ldc) * int64(n)")
+    else:
+        w("    # ---- epilogue: C = alpha * acc + beta * C, C unread if beta == 0")
+        w("    for_beta = beta != float32(0)")
     w("    ldc64 = int64(ldc)")
+    load = {4: "ldg4", 2: "ldg2"}.get(V)
+    store = {4: "stg4", 2: "stg2"}.get(V)
     for sm in range(2):
         w(f"    r{sm} = row0 + int64(am0 + uint32({sm * WM // 2}))")
-        w(f"    full{sm} = r{sm} + 4 <= int64(m)")
-    w("    for_beta = beta != float32(0)")
+        if V > 1:
+            for g in range(4 // V):
+                w(f"    full{sm}_{g} = r{sm} + {V * (g + 1)} <= int64(m)")
     for sn in range(2):
         for e in range(4):
             j = sn * 4 + e
             w(f"    cj = col0 + int64(bn0 + uint32({sn * WN // 2 + e}))")
             w("    if cj < int64(n):")
             for sm in range(2):
-                vals = [f"acc[{(sm * 4 + i) * 8 + j}]" for i in range(4)]
-                w(f"        off = cj * ldc64 + r{sm}")
-                w(f"        if full{sm}:")
-                w("            if for_beta:")
-                w("                d0, d1, d2, d3 = ldg4(C, off)")
-                w("                stg4(C, off, " + ", ".join(
-                    f"alpha * {v} + beta * d{i}" for i, v in enumerate(vals)) + ")")
-                w("            else:")
-                w("                stg4(C, off, " + ", ".join(f"alpha * {v}" for v in vals) + ")")
-                w("        else:")
-                for i, v in enumerate(vals):
-                    w(f"            if r{sm} + {i} < int64(m):")
-                    w(f"                C[off + {i}] = alpha * {v} + beta * C[off + {i}] "
-                      f"if for_beta else alpha * {v}")
-    return L
+                w(f"        off = {'c_base + ' if split else ''}cj * ldc64 + r{sm}")
+                for g in range(4 // V):
+                    rows = range(g * V, (g + 1) * V)
+                    vals = {i: f"acc[{(sm * 4 + i) * 8 + j}]" for i in rows}
+                    at = f"off + {g * V}" if g else "off"
+                    p = "        "
+                    if V > 1:
+                        w(f"{p}if full{sm}_{g}:")
+                        if split:
+                            w(f"{p}    {store}(C, {at}, " + ", ".join(
+                                f"alpha * {vals[i]}" for i in rows) + ")")
+                        else:
+                            w(f"{p}    if for_beta:")
+                            w(f"{p}        " + ", ".join(f"d{i}" for i in rows)
+                              + f" = {load}(C, {at})")
+                            w(f"{p}        {store}(C, {at}, " + ", ".join(
+                                f"alpha * {vals[i]} + beta * d{i}" for i in rows) + ")")
+                            w(f"{p}    else:")
+                            w(f"{p}        {store}(C, {at}, " + ", ".join(
+                                f"alpha * {vals[i]}" for i in rows) + ")")
+                        w(f"{p}else:")
+                        p += "    "
+                    for i in rows:
+                        w(f"{p}if r{sm} + {i} < int64(m):")
+                        if split:
+                            w(f"{p}    stg1(C, off + {i}, alpha * {vals[i]})")
+                        else:
+                            w(f"{p}    stg1(C, off + {i}, alpha * {vals[i]} + beta * "
+                              f"ldg1(C, off + {i}) if for_beta else alpha * {vals[i]})")
 
 
 def generate_source(cfg: TileConfig, fname: str) -> str:
@@ -403,8 +518,10 @@ def _namespace() -> dict:
         "__name__": __name__,
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
         "ldg4": memory.ldg4, "lds4": memory.lds4, "sts4": memory.sts4, "stg4": memory.stg4,
-        "ldg1": memory.ldg1, "sts1": memory.sts1,
-        "cp_async16": memory.cp_async16, "cp_async4": memory.cp_async4,
+        "ldg2": memory.ldg2, "stg2": memory.stg2,
+        "ldg1": memory.ldg1, "sts1": memory.sts1, "stg1": memory.stg1,
+        "cp_async16": memory.cp_async16, "cp_async8": memory.cp_async8,
+        "cp_async4": memory.cp_async4,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
     }
 
@@ -426,20 +543,22 @@ def build_pyfunc(cfg: TileConfig, fname: str):
     return ns[fname]
 
 
-def grid_for(cfg: TileConfig, m: int, n: int) -> tuple[int, int, int]:
-    """One CTA per BM x BN tile of C, as a 1-D grid (the kernel unflattens it)."""
-    return (-(-m // cfg.BM) * -(-n // cfg.BN), 1, 1)
+def grid_for(cfg: TileConfig, m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
+    """One CTA per BM x BN tile of C, as a 1-D grid along x (the kernel unflattens it);
+    for a split-K config, ``splits`` CTAs per tile along y (blockIdx.y is the split index)."""
+    if splits != 1 and not cfg.split_k:
+        raise ValueError(f"a grid of {splits} splits needs a split_k config")
+    if not 1 <= splits <= 65535:
+        raise ValueError(f"splits={splits} is not in 1..65535 (gridDim.y)")
+    return (-(-m // cfg.BM) * -(-n // cfg.BN), splits, 1)
 
 
 def guard(cfg: TileConfig, p: GemmProblem) -> str | None:
     """What this generator's kernels need beyond the keys every variant is checked on (math
-    mode, transpose pair, compute capability, alignment class: :mod:`sgblas.kernels.spec`)."""
+    mode, transpose pair, compute capability, alignment class: :mod:`sgblas.kernels.spec`).
+
+    Nothing about m, n or k beyond >= 1: tails of every size are predicated, and no copy
+    reads past the matrix (a partial vector is copied element by element)."""
     if p.m < 1 or p.n < 1 or p.k < 1:
         return f"m={p.m}, n={p.n}, k={p.k}: every dimension must be >= 1"
-    if cfg.a_copy == "cp16" and p.m % 4:
-        # A's last column ends the buffer: its partial 16-byte vector at row m would be a
-        # cp.async of 16 bytes with fewer source bytes, which compute-sanitizer's memcheck
-        # reports as a read past the allocation. Whole vectors keep every access in bounds.
-        return (f"m={p.m} is not a multiple of 4, so the last 16-byte vector of A's last column "
-                f"would reach past the matrix in the cp.async copy")
     return None

@@ -97,13 +97,19 @@ class KernelSpec:
         return self.builder()
 
 
-def _simt_spec(cfg: TileConfig, pair: tuple[str, str]) -> KernelSpec:
-    tag = f"{pair[0]}{pair[1]}".lower()
-    name = f"sgemm_simt_{tag}_{cfg.name()}_{cfg.STAGES}s_a16"
+def _simt_spec(cfg: TileConfig) -> KernelSpec:
+    """The variant of one manifest row: its transpose pair, tile and alignment class are the
+    config's (a split-K config is not a GEMM variant: its ABI is GEMM_SPLIT)."""
+    assert not cfg.split_k, "a split-K slice kernel is not a GEMM variant"
+    cfg.check()
+    pair = cfg.pair
+    name = f"sgemm_simt_{cfg.transa}{cfg.transb}".lower() + f"_{cfg.name()}_{cfg.STAGES}s_a{cfg.align}"
     return KernelSpec(
-        name=name, role="gemm", abi=abi.GEMM, pair=pair, align=16,
+        name=name, role="gemm", abi=abi.GEMM, pair=pair, align=cfg.align,
         tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
-        launch_bounds=cfg.launch_bounds, min_cc=(8, 0) if cfg.uses_cp_async else (7, 0),
+        # cp.async (sm_80+) in every layout but TN; all of them were tuned and tested on sm_90
+        # only, and the register-staged copies were never tried below sm_80.
+        launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n),
         builder=lambda: sgemm_simt.build_pyfunc(cfg, name),
         guard=lambda p: sgemm_simt.guard(cfg, p),
@@ -132,22 +138,47 @@ def _scale_builder() -> Callable:
     return scale_jit._scale_c
 
 
-#: The SIMT generator's manifest: one row per shipped tile configuration, each compiled for
-#: the transpose pairs and alignment classes the generator supports.
+#: The SIMT generator's two shipped tiles. 128x128x16: 8 warps of 64 x 32, 2 CTAs per SM, the
+#: large-problem tile. 128x64x16: 4 warps of 32 x 64, 4 CTAs per SM, twice the CTAs for
+#: problems with fewer tiles.
+_T128 = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8, group_m=8, min_blocks=2)
+_T64 = dict(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4, group_m=8, min_blocks=4)
+
+#: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
+#: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
+#: tests follow from it.
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
-    # 8 warps of 64 x 32, 2 CTAs per SM: the large-problem tile.
-    TileConfig(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8,
-               a_copy="cp16", b_copy="ldg", group_m=8, min_blocks=2),
-    # 4 warps of 32 x 64, 4 CTAs per SM: twice the CTAs for problems with fewer tiles.
-    TileConfig(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4,
-               a_copy="cp16", b_copy="ldg", group_m=8, min_blocks=4),
+    TileConfig(**_T128, transa="N", transb="N", align=16),
+    TileConfig(**_T128, transa="N", transb="T", align=16),
+    TileConfig(**_T128, transa="T", transb="N", align=16),
+    TileConfig(**_T128, transa="T", transb="T", align=16),
+    TileConfig(**_T128, transa="N", transb="N", align=8),
+    TileConfig(**_T128, transa="N", transb="T", align=8),
+    TileConfig(**_T128, transa="T", transb="N", align=8),
+    TileConfig(**_T128, transa="T", transb="T", align=8),
+    TileConfig(**_T128, transa="N", transb="N", align=4),
+    TileConfig(**_T128, transa="N", transb="T", align=4),
+    TileConfig(**_T128, transa="T", transb="N", align=4),
+    TileConfig(**_T128, transa="T", transb="T", align=4),
+    TileConfig(**_T64, transa="N", transb="N", align=16),
+    TileConfig(**_T64, transa="N", transb="T", align=16),
+    TileConfig(**_T64, transa="T", transb="N", align=16),
+    TileConfig(**_T64, transa="T", transb="T", align=16),
+    TileConfig(**_T64, transa="N", transb="N", align=8),
+    TileConfig(**_T64, transa="N", transb="T", align=8),
+    TileConfig(**_T64, transa="T", transb="N", align=8),
+    TileConfig(**_T64, transa="T", transb="T", align=8),
+    TileConfig(**_T64, transa="N", transb="N", align=4),
+    TileConfig(**_T64, transa="N", transb="T", align=4),
+    TileConfig(**_T64, transa="T", transb="N", align=4),
+    TileConfig(**_T64, transa="T", transb="T", align=4),
 )
 
 _PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
 
 #: Every GEMM variant. The general kernels come last: they accept every FP32 problem.
 GEMM_KERNELS: tuple[KernelSpec, ...] = (
-    tuple(_simt_spec(cfg, ("N", "N")) for cfg in SIMT_MANIFEST)
+    tuple(_simt_spec(cfg) for cfg in SIMT_MANIFEST)
     + tuple(_general_spec(pair) for pair in _PAIRS)
 )
 

@@ -7,11 +7,20 @@ compiled by Numba with its explicit signature and launch bounds for one compute 
 as Numba's own dispatcher does. The cubin is stored in sgblas's cache
 (:mod:`sgblas.runtime.cache`). Numba's front end is single-threaded and takes seconds per
 variant, so several missing variants compile at once in worker processes
-(``python -m sgblas.warmup --variant NAME --cc XY``).
+(``python -m sgblas.warmup --variant NAME --cc XY``), which store them in the cache. When no
+location of the cache can be written, the missing variants compile in this process instead
+and their cubins stay in memory (the entries carry the bytes, without a path).
+
+Compiling is announced on the ``sgblas`` logger at INFO (how many variants, for which compute
+capability, the expected time) and so is its end (the time it took); the library never
+configures handlers, so this is silent unless the application enables it.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import os
 import re
 import time
 from typing import Any, Callable, Iterable, NamedTuple
@@ -19,11 +28,19 @@ from typing import Any, Callable, Iterable, NamedTuple
 from sgblas.runtime import cache as kernel_cache
 from sgblas.runtime import driver
 
-__all__ = ["CompileReport", "build_cubin", "compile_variant", "compile_in_workers", "fill_cache"]
+__all__ = ["CompileReport", "build_cubin", "compile_entry", "compile_variant", "compile_in_workers", "fill_cache",
+           "expected_seconds"]
+
+log = logging.getLogger("sgblas")
+
+# Seconds one cold compile of a variant takes, low and high: Numba's front end is
+# single-threaded, measured at 4-6 s per variant; parallel workers run one per CPU.
+SECONDS_PER_VARIANT = (4.0, 6.0)
 
 
 class CompileReport(NamedTuple):
     """What loading one variant did: ``source`` is "cache", "compiled", "compiled in a worker",
+    "compiled, not stored" (no location of the cache could be written: kept in memory),
     "rebuilt" (a cached cubin the driver refused, compiled again) or "simulator"."""
 
     name: str
@@ -76,12 +93,30 @@ def build_cubin(spec: Any, cc: tuple[int, int], device: int | None = None) -> tu
     return entries[0], bytes(linked.code)
 
 
+def compile_entry(spec: Any, cc: tuple[int, int], device: int | None = None) -> tuple[kernel_cache.CacheEntry,
+                                                                                  CompileReport]:
+    """Compile one variant for ``cc`` and store it in the cache if any location can take it:
+    the entry (with its cubin; without a path when it could not be stored) and the report."""
+    t0 = time.perf_counter()
+    entry_name, cubin = build_cubin(spec, cc, device)
+    entry = kernel_cache.store(spec.name, cc, entry_name, cubin)
+    source = "compiled" if entry.path is not None else "compiled, not stored"
+    return entry, CompileReport(spec.name, source, time.perf_counter() - t0)
+
+
 def compile_variant(spec: Any, cc: tuple[int, int], device: int | None = None) -> CompileReport:
-    """Compile one variant for ``cc`` and store it in the cache: what a warm-up worker does."""
+    """Compile one variant for ``cc`` and store it in the cache: what a warm-up worker does.
+    Raises :class:`~sgblas.runtime.cache.CacheNotWritableError` when no location can take it."""
     t0 = time.perf_counter()
     entry_name, cubin = build_cubin(spec, cc, device)
     kernel_cache.write(spec.name, cc, entry_name, cubin)
     return CompileReport(spec.name, "compiled", time.perf_counter() - t0)
+
+
+def expected_seconds(variants: int, workers: int) -> tuple[float, float]:
+    """How long compiling ``variants`` takes with ``workers`` at once, low and high."""
+    waves = math.ceil(variants / max(1, workers))
+    return waves * SECONDS_PER_VARIANT[0], waves * SECONDS_PER_VARIANT[1]
 
 
 def compile_in_workers(jobs: list[tuple[str, tuple[int, int]]], device: int | None,
@@ -92,7 +127,6 @@ def compile_in_workers(jobs: list[tuple[str, tuple[int, int]]], device: int | No
     Returns the workers' reports (source "compiled in a worker"); a job whose worker fails
     is left missing, for the caller to compile in-process (and report the error).
     """
-    import os
     import subprocess
     import sys
 
@@ -123,27 +157,50 @@ def compile_in_workers(jobs: list[tuple[str, tuple[int, int]]], device: int | No
     return reports
 
 
+def _variants(count: int) -> str:
+    return f"{count} kernel variant{'' if count == 1 else 's'}"
+
+
 def fill_cache(specs: Iterable[Any], cc: tuple[int, int], device: int | None = None,
                progress: Callable[[CompileReport], None] | None = None, parallel: bool = True,
-               rebuild: bool = False, errors: list | None = None) -> dict[str, tuple[Any, str]]:
+               rebuild: bool = False, errors: list | None = None) -> dict[str, tuple[kernel_cache.CacheEntry, str]]:
     """Every variant's cache entry for ``cc``, compiling the missing ones first:
-    ``name -> (CacheEntry, source)``, source "cache", "compiled in a worker" or "compiled".
+    ``name -> (CacheEntry, source)``, source "cache", "compiled in a worker", "compiled" or
+    "compiled, not stored". Every entry carries its cubin; one that could not be stored has
+    no path and lives only in this process.
 
-    Several missing variants compile in parallel worker processes when ``parallel``; what they
-    leave missing compiles in-process. ``progress`` hears of each compile, not of cache hits.
-    ``rebuild`` compiles every variant whatever the cache holds. An in-process compile that
-    fails raises, or, when ``errors`` is a list, is appended to it as ``(name, exception)``
-    and its variant left out.
+    Several missing variants compile in parallel worker processes when ``parallel`` and a
+    location of the cache can be written (the workers hand their cubins over through it);
+    what they leave missing compiles in-process. ``progress`` hears of each compile, not of
+    cache hits. ``rebuild`` compiles every variant whatever the cache holds. An in-process
+    compile that fails raises, or, when ``errors`` is a list, is appended to it as
+    ``(name, exception)`` and its variant left out.
     """
     specs = list(specs)
-    out = {}
+    out: dict[str, tuple[kernel_cache.CacheEntry, str]] = {}
     if not rebuild:
         for spec in specs:
             entry = kernel_cache.read(spec.name, cc)
             if entry is not None:
                 out[spec.name] = (entry, "cache")
     missing = [spec for spec in specs if spec.name not in out]
-    if parallel and len(missing) > 1:
+    if not missing:
+        return out
+    try:
+        destination = kernel_cache.writable_location()
+    except kernel_cache.CacheNotWritableError:
+        destination = None  # kernel_cache.store says why, once, when the first compile is done
+    cpus = os.cpu_count() or 1
+    in_workers = parallel and len(missing) > 1 and destination is not None
+    width = min(len(missing), cpus) if in_workers else 1
+    low, high = expected_seconds(len(missing), width)
+    log.info("sgblas is compiling %s for compute capability %d.%d (%s); this takes about %.0f-%.0f s (%s). "
+             "`python -m sgblas.warmup` compiles them ahead of time.",
+             _variants(len(missing)), cc[0], cc[1], "asked to rebuild" if rebuild else "missing from its kernel cache",
+             low, high,
+             f"{width} worker processes at once on {cpus} CPUs" if in_workers else "one at a time in this process")
+    t0 = time.perf_counter()
+    if in_workers:
         for report in compile_in_workers([(spec.name, cc) for spec in missing], device, progress):
             entry = kernel_cache.read(report.name, cc)
             if entry is not None:
@@ -152,16 +209,18 @@ def fill_cache(specs: Iterable[Any], cc: tuple[int, int], device: int | None = N
         if spec.name in out:
             continue
         try:
-            report = compile_variant(spec, cc, device)
-            entry = kernel_cache.read(spec.name, cc)
-            if entry is None:
-                raise RuntimeError(f"the compiled {spec.name} could not be read back from {kernel_cache.cache_dir()}")
+            entry, report = compile_entry(spec, cc, device)
         except Exception as exc:
             if errors is None:
                 raise
             errors.append((spec.name, exc))
             continue
-        out[spec.name] = (entry, "compiled")
+        out[spec.name] = (entry, report.source)
         if progress is not None:
             progress(report)
+    done = [out[spec.name][0] for spec in missing if spec.name in out]
+    stored = {str(entry.path.parent) for entry in done if entry.path is not None}
+    log.info("sgblas compiled %s for compute capability %d.%d in %.1f s; %s.",
+             _variants(len(done)), cc[0], cc[1], time.perf_counter() - t0,
+             f"stored in {', '.join(sorted(stored))}" if stored else "kept in memory only, stored nowhere")
     return out

@@ -16,23 +16,35 @@ is created, never during a call.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any, Callable, Iterable
 
 from sgblas.runtime import cache as kernel_cache
 from sgblas.runtime import driver
-from sgblas.runtime.build import CompileReport, compile_variant, fill_cache
+from sgblas.runtime.build import CompileReport, compile_entry, fill_cache
 from sgblas.runtime.device import BACKEND, compute_capability, primary_context_handle
 from sgblas.runtime.launch import LoadedKernel
 
-__all__ = ["load_device", "loaded_kernels", "load_reports", "make_resident", "resident_contexts"]
+__all__ = ["load_device", "loaded_kernels", "load_reports", "make_resident", "resident_contexts", "dispatcher"]
 
 _lock = threading.RLock()
 _loaded: dict[int, dict[str, LoadedKernel]] = {}
 _reports: dict[int, list[CompileReport]] = {}
 _libraries: dict[tuple[str, tuple[int, int]], int] = {}  # (variant, cc) -> CUkernel, shared by devices
 _resident: set[int] = set()  # contexts every loaded kernel is resident in
+
+
+@functools.cache
+def dispatcher(spec: Any) -> Any:
+    """A Numba dispatcher of ``spec`` (its signature and launch bounds on a device): what the
+    simulator runs, and what tests launch a variant through directly."""
+    from numba import cuda
+
+    if BACKEND.simulated:
+        return cuda.jit(spec.build())
+    return cuda.jit(spec.abi.signature(), launch_bounds=spec.launch_bounds)(spec.build())
 
 
 def _load_kernel(name: str, cc: tuple[int, int], entry: kernel_cache.CacheEntry) -> int:
@@ -65,11 +77,9 @@ def load_device(device: int, specs: Iterable[Any], progress: Callable[[CompileRe
                 progress(r)
 
         if BACKEND.simulated:
-            from numba import cuda
-
             for spec in specs:
                 t0 = time.perf_counter()
-                table[spec.name] = LoadedKernel(spec.name, spec.abi, spec.block, 0, None, cuda.jit(spec.build()))
+                table[spec.name] = LoadedKernel(spec.name, spec.abi, spec.block, 0, None, dispatcher(spec))
                 report(CompileReport(spec.name, "simulator", time.perf_counter() - t0))
             _loaded[device] = table
             return table
@@ -86,9 +96,9 @@ def load_device(device: int, specs: Iterable[Any], progress: Callable[[CompileRe
             except driver.DriverError:
                 if source != "cache":
                     raise
-                # A cubin this driver refuses (built by a newer toolkit, say): build it again.
-                compile_variant(spec, cc, device)
-                entry = kernel_cache.read(spec.name, cc)
+                # A cubin this driver refuses (built by a newer toolkit, say): build it again,
+                # and load the new cubin from memory whether or not the cache could store it.
+                entry, _ = compile_entry(spec, cc, device)
                 function = _load_kernel(spec.name, cc, entry)
                 source = "rebuilt"
             table[spec.name] = LoadedKernel(spec.name, spec.abi, spec.block, function,

@@ -30,12 +30,16 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from sgblas.kernels.problem import GemmProblem
 from sgblas.enums import MathMode
 from sgblas.kernels import general
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.spec import GEMM_KERNELS
+from sgblas.runtime.loader import dispatcher
 from tests.reference import assert_gemm_close, make_operands, reference_gemm
 
-PAIRS = general.TRANSPOSE_PAIRS
+#: The general kernel's variants, one per transpose pair, from the registry.
+SPECS = {s.pair: s for s in GEMM_KERNELS if s.name.startswith("sgemm_general_")}
+PAIRS = tuple(sorted(SPECS))
 ALPHAS = (1.0, -1.5)
 BETAS = (0.0, 1.0, 0.5)
 
@@ -51,7 +55,7 @@ def _run(transa: str, transb: str, m: int, n: int, k: int, alpha: float, beta: f
     d_a = cuda.to_device(ops.A)
     d_b = cuda.to_device(ops.B)
     d_c = cuda.to_device(ops.C)
-    launch = general.kernel(transa, transb)[grid or general.grid(m, n), general.BLOCK]
+    launch = dispatcher(SPECS[(transa, transb)])[grid or general.grid(m, n), general.BLOCK]
     launch(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha),
            d_a, np.int32(ops.lda), d_b, np.int32(ops.ldb),
            np.float32(beta), d_c, np.int32(ops.ldc))
@@ -82,25 +86,26 @@ def _problem(math_mode: MathMode = MathMode.FP32, **kw) -> GemmProblem:
     return GemmProblem(**fields)
 
 
-def test_module_contract():
+def test_registry_rows():
     assert set(PAIRS) == {("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")}
-    assert general.NAME == f"sgemm_general_{general.BM}x{general.BN}x{general.BK}"
-    assert general.BLOCK == (general.THREADS, 1, 1)
-    assert general.kernel("T", "N") is general.kernel("T", "N")
-    assert general.kernel("N", "T") is not general.kernel("T", "N")
-    with pytest.raises(ValueError):
-        general.kernel("C", "N")
+    for (ta, tb), spec in SPECS.items():
+        assert spec.name == f"sgemm_general_{ta.lower()}{tb.lower()}_{general.BM}x{general.BN}x{general.BK}_2s_a4"
+        assert spec.block == general.BLOCK == (general.THREADS, 1, 1)
+        assert spec.launch_bounds == general.LAUNCH_BOUNDS
+    assert dispatcher(SPECS[("T", "N")]) is dispatcher(SPECS[("T", "N")])
+    assert dispatcher(SPECS[("N", "T")]) is not dispatcher(SPECS[("T", "N")])
 
 
 def test_can_implement_accepts_every_fp32_problem():
     # Misaligned pointers, odd leading dimensions, tiny and huge shapes: all accepted.
     for kw in ({}, dict(a_ptr=6, lda=1, m=1, n=1, k=1), dict(m=2**31 - 1, n=1, k=1, ldc=2**31 - 1),
                dict(n=2**31 - 1, m=1, ldc=1), dict(transa="N", transb="T", cc=(8, 0))):
-        assert general.can_implement(_problem(**kw)) is None, kw
+        p = _problem(**kw)
+        assert SPECS[(p.transa, p.transb)].can_implement(p) is None, kw
 
 
 def test_can_implement_refuses_tf32_with_a_reason():
-    reason = general.can_implement(_problem(MathMode.TF32))
+    reason = SPECS[("T", "N")].can_implement(_problem(MathMode.TF32))
     assert isinstance(reason, str) and "TF32" in reason and "FP32" in reason
 
 
@@ -216,7 +221,7 @@ def test_gpu_offsets_past_2_31(pair):
         buffers.append(dev)
     d_a, d_b, d_c = buffers
     alpha, beta = -1.5, 0.5
-    general.kernel(transa, transb)[general.grid(m, n), general.BLOCK](
+    dispatcher(SPECS[(transa, transb)])[general.grid(m, n), general.BLOCK](
         np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), d_a, np.int32(ld),
         d_b, np.int32(ld), np.float32(beta), d_c, np.int32(ld))
     got = np.concatenate([d_c[col * ld:col * ld + m].copy_to_host() for col in range(n)])
@@ -231,13 +236,14 @@ def test_gpu_offsets_past_2_31(pair):
 
 _PTX_SCRIPT = r"""
 import json, sys
-from numba import cuda
-from sgblas.kernels import general
-from sgblas.kernels.signatures import GEMM_SIGNATURE
+from sgblas.kernels.spec import GEMM_KERNELS
+from sgblas.runtime.build import compile_ptx
 out = {}
-for ta, tb in general.TRANSPOSE_PAIRS:
-    ptx, _ = cuda.compile_ptx(general.kernel(ta, tb).py_func, GEMM_SIGNATURE, cc=(9, 0),
-                              launch_bounds=general.LAUNCH_BOUNDS)
+for spec in GEMM_KERNELS:
+    if not spec.name.startswith("sgemm_general_"):
+        continue
+    ta, tb = spec.pair
+    ptx = compile_ptx(spec, (9, 0))
     path = f"{sys.argv[1]}/{ta}{tb}.ptx"
     open(path, "w").write(ptx)
     out[ta + tb] = path

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-MODULES = ("sgemm_nn_128x128x16", "sgemm_nn_128x64x16")
+MODULES = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_nn_128x64x16_2s_a16")
 CCS = ((9, 0), (8, 0))
 #: What each cc compiles: both modules for sm_90 (the tuned target), the main one for sm_80
 #: (each compile costs ~20 s of Numba front end, so CI compiles no more than this).
@@ -43,16 +43,15 @@ REPO = str(Path(__file__).resolve().parents[2])
 
 _PTX_SCRIPT = r"""
 import importlib, json, sys
-from numba import cuda
-from sgblas.kernels.signatures import GEMM_SIGNATURE
+from sgblas.kernels.spec import by_name
+from sgblas.runtime.build import compile_ptx
 out_dir, cc = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("."))
 out = {}
 for name in sys.argv[3:]:
-    mod = importlib.import_module(f"sgblas.kernels.{name}")
-    cfg = mod.CONFIG
-    assert mod.LAUNCH_BOUNDS == (cfg.THREADS, cfg.min_blocks), mod.LAUNCH_BOUNDS
-    ptx, _ = cuda.compile_ptx(mod.kernel("N", "N").py_func, GEMM_SIGNATURE, cc=cc,
-                              launch_bounds=mod.LAUNCH_BOUNDS)
+    spec = by_name(name)
+    cfg = spec.config
+    assert spec.launch_bounds == (cfg.THREADS, cfg.min_blocks), spec.launch_bounds
+    ptx = compile_ptx(spec, cc)
     path = f"{out_dir}/{name}_sm{cc[0]}{cc[1]}.ptx"
     open(path, "w").write(ptx)
     out[name] = {"ptx": path, "BK": cfg.BK, "threads": cfg.THREADS, "min_blocks": cfg.min_blocks}
@@ -64,7 +63,7 @@ import sys
 import numpy as np
 from numba import cuda, uint32, float32
 from sgblas.kernels import memory as mem
-from sgblas.kernels.signatures import GEMM_SIGNATURE
+from sgblas.kernels.abi import GEMM
 wait1 = mem.cp_async_wait_group(1)
 def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     s = cuda.shared.array(256, float32, alignment=16)
@@ -80,7 +79,7 @@ def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     mem.sts1(s, t, mem.ldg1(B, t))
     b0, b1, b2, b3 = mem.lds4(s, t ^ uint32(4))
     mem.stg4(C, t, b0 * alpha, b1, b2, b3)
-ptx, _ = cuda.compile_ptx(probe, GEMM_SIGNATURE, cc=(8, 0))
+ptx, _ = cuda.compile_ptx(probe, GEMM.signature(), cc=(8, 0))
 print(ptx)
 """
 

@@ -21,7 +21,9 @@ import pytest
 from numba import cuda
 
 from sgblas.kernels import scale
+from sgblas.kernels.spec import SCALE_KERNEL
 from sgblas.reference import as_matrix
+from sgblas.runtime.loader import dispatcher
 from tests.reference import C_PAD_BITS, make_operands
 
 
@@ -32,7 +34,7 @@ def _seed(*parts: object) -> int:
 def _run_scale(m: int, n: int, beta: float, C: np.ndarray, ldc: int,
                grid: tuple[int, int, int] | None = None) -> np.ndarray:
     d_c = cuda.to_device(C)
-    scale.kernel()[grid or scale.grid(m, n), scale.BLOCK](
+    dispatcher(SCALE_KERNEL)[grid or scale.grid(m, n), scale.BLOCK](
         np.int32(m), np.int32(n), np.float32(beta), d_c, np.int32(ldc))
     return d_c.copy_to_host()
 
@@ -58,8 +60,8 @@ def _check(m: int, n: int, beta: float, pad: int, grid: tuple[int, int, int] | N
 
 def test_module_contract():
     assert scale.BLOCK[0] % 32 == 0 and scale.BLOCK[2] == 1
-    assert scale.kernel() is scale.kernel()
-    assert isinstance(scale.NAME, str) and scale.NAME
+    assert dispatcher(SCALE_KERNEL) is dispatcher(SCALE_KERNEL)
+    assert SCALE_KERNEL.name == scale.NAME and SCALE_KERNEL.block == scale.BLOCK
 
 
 def test_grid_keeps_y_and_z_under_65535():
@@ -111,18 +113,16 @@ def test_gpu_offsets_past_2_31():
     cols = [np.arange(1, m + 1, dtype=np.float32) * (j + 1) for j in range(n)]
     for j, col in enumerate(cols):
         d_c[j * ldc:j * ldc + m].copy_to_device(col)
-    scale.kernel()[scale.grid(m, n), scale.BLOCK](np.int32(m), np.int32(n), np.float32(-1.5),
+    dispatcher(SCALE_KERNEL)[scale.grid(m, n), scale.BLOCK](np.int32(m), np.int32(n), np.float32(-1.5),
                                                   d_c, np.int32(ldc))
     for j, col in enumerate(cols):
         np.testing.assert_array_equal(d_c[j * ldc:j * ldc + m].copy_to_host(), np.float32(-1.5) * col)
 
 
 _PTX_SCRIPT = r"""
-from numba import cuda
-from sgblas.kernels import scale
-from sgblas.kernels.signatures import SCALE_SIGNATURE
-ptx, _ = cuda.compile_ptx(scale.kernel().py_func, SCALE_SIGNATURE, cc=(9, 0))
-print(ptx)
+from sgblas.kernels.spec import SCALE_KERNEL
+from sgblas.runtime.build import compile_ptx
+print(compile_ptx(SCALE_KERNEL, (9, 0)))
 """
 
 

@@ -1,0 +1,115 @@
+"""Which variant a problem gets, and the sentences for every variant it does not get.
+
+Choice is legality (each spec's ``can_implement``) then the heuristic on the device's
+properties; these tests use the properties of an H200 (132 SMs) and of a small notional GPU,
+and derive their expectations from the registry rather than from a list of names, so a new
+manifest row changes no test here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sgblas.dispatch import heuristic
+from sgblas.dispatch.plan import choose
+from sgblas.enums import MathMode
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SCALE_KERNEL, by_name
+from sgblas.runtime.device import DeviceProperties
+
+H200 = (9, 0)
+TURING = (7, 5)
+H200_PROPS = DeviceProperties(132, 2048, 32, 65536, 233472)
+SMALL_PROPS = DeviceProperties(16, 2048, 32, 65536, 102400)
+ALIGNED = 0x7F0000000000  # 16-byte aligned device-like addresses
+WORKSPACE = 32 * 1024 * 1024
+
+
+def problem(cc=H200, ta="N", tb="N", m=4096, n=4096, k=4096, lda=None, ldb=None, ldc=None,
+            a=ALIGNED, b=ALIGNED + 2**32, c=ALIGNED + 2**33, mode=MathMode.FP32):
+    lda = lda if lda is not None else (m if ta == "N" else k)
+    ldb = ldb if ldb is not None else (k if tb == "N" else n)
+    ldc = ldc if ldc is not None else m
+    return GemmProblem(cc, mode, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+
+
+def test_every_problem_gets_a_legal_variant_and_every_other_variant_a_sentence():
+    for ta in "NT":
+        for tb in "NT":
+            for p in (problem(ta=ta, tb=tb), problem(ta=ta, tb=tb, m=1001, n=999, k=77, lda=1003),
+                      problem(ta=ta, tb=tb, m=5, n=3, k=2, a=ALIGNED + 4), problem(cc=TURING, ta=ta, tb=tb)):
+                choice = choose(p, H200_PROPS, WORKSPACE)
+                assert choice.spec is not None and choice.spec.can_implement(p) is None
+                assert choice.spec.pair == (ta, tb)
+                named = {name for name, _ in choice.refused + choice.passed_over}
+                assert named == {s.name for s in GEMM_KERNELS} - {choice.spec.name}
+                assert all(isinstance(r, str) and len(r) > 20 for _, r in choice.refused + choice.passed_over)
+
+
+def test_general_kernels_accept_every_fp32_problem_and_rank_last():
+    general = [s for s in GEMM_KERNELS if s.name.startswith("sgemm_general_")]
+    assert sorted(s.pair for s in general) == [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")]
+    for spec in general:
+        assert spec.can_implement(problem(ta=spec.pair[0], tb=spec.pair[1], m=1, n=1, k=1, a=4, b=8, c=12)) is None
+    p = problem()
+    choice = choose(p, H200_PROPS, WORKSPACE)
+    assert not choice.spec.name.startswith("sgemm_general_")
+    reasons = dict(choice.passed_over)
+    assert "backstop" in reasons["sgemm_general_nn_128x64x16_2s_a4"]
+
+
+def test_the_simt_tile_is_chosen_by_how_well_it_fills_the_device():
+    big = by_name("sgemm_simt_nn_128x128x16_2s_a16")
+    small = by_name("sgemm_simt_nn_128x64x16_2s_a16")
+    # 2048^3: 256 tiles of 128x128 fill 97% of 132 SMs x 2 slots; 1024^3: 64 tiles, 24%.
+    assert choose(problem(m=2048, n=2048, k=2048), H200_PROPS, WORKSPACE).spec is big
+    choice = choose(problem(m=1024, n=1024, k=1024), H200_PROPS, WORKSPACE)
+    assert choice.spec is small
+    assert "fill 24%" in dict(choice.passed_over)[big.name]
+    # The same problem on a GPU with eight times fewer SMs fills it with the large tile.
+    assert choose(problem(m=1024, n=1024, k=1024), SMALL_PROPS, WORKSPACE).spec is big
+
+
+def test_alignment_and_architecture_refusals_name_the_value():
+    reasons = dict(choose(problem(lda=4097), H200_PROPS, WORKSPACE).refused)
+    assert "lda=4097" in reasons["sgemm_simt_nn_128x128x16_2s_a16"]
+    reasons = dict(choose(problem(b=ALIGNED + 4), H200_PROPS, WORKSPACE).refused)
+    assert "B's address" in reasons["sgemm_simt_nn_128x64x16_2s_a16"]
+    reasons = dict(choose(problem(cc=TURING), H200_PROPS, WORKSPACE).refused)
+    assert "sm_75" in reasons["sgemm_simt_nn_128x128x16_2s_a16"]
+
+
+def test_tf32_is_refused_by_every_variant():
+    choice = choose(problem(mode=MathMode.TF32), H200_PROPS, WORKSPACE)
+    assert choice.spec is None and len(choice.refused) == len(GEMM_KERNELS)
+    assert all("TF32" in reason for _, reason in choice.refused)
+
+
+def test_a_variant_needing_more_workspace_than_the_handle_has_is_passed_over(monkeypatch):
+    import dataclasses
+
+    greedy = dataclasses.replace(by_name("sgemm_simt_nn_128x128x16_2s_a16"), workspace=lambda m, n, k: 1 << 30)
+    ranked = heuristic.rank([greedy, by_name("sgemm_general_nn_128x64x16_2s_a4")], problem(), H200_PROPS, WORKSPACE)
+    assert ranked[0].spec.name.startswith("sgemm_general_")
+    assert f"needs {1 << 30} bytes of workspace and the handle has {WORKSPACE}" in ranked[-1].reason
+
+
+def test_registry_names_are_unique_and_say_algorithm_pair_tile_stages_alignment():
+    assert len({s.name for s in REGISTRY}) == len(REGISTRY)
+    assert SCALE_KERNEL in REGISTRY and SCALE_KERNEL.role == "scale"
+    for spec in GEMM_KERNELS:
+        pair = f"{spec.pair[0]}{spec.pair[1]}".lower()
+        bm, bn, bk = spec.tile
+        assert f"_{pair}_" in spec.name and f"{bm}x{bn}x{bk}" in spec.name
+        assert spec.name.endswith(f"_{spec.stages}s_a{spec.align}")
+        assert "fast" not in spec.name
+
+
+@pytest.mark.parametrize("spec", [s for s in REGISTRY], ids=lambda s: s.name)
+def test_every_spec_is_complete(spec):
+    threads = spec.block[0] * spec.block[1] * spec.block[2]
+    assert spec.launch_bounds is None or spec.launch_bounds[0] == threads
+    assert spec.role in ("gemm", "scale") or spec.role
+    grid = spec.grid(300, 200, 100)
+    assert len(grid) == 3 and all(isinstance(g, int) and g >= 1 for g in grid)
+    assert spec.align in (4, 8, 16) and spec.min_cc >= (5, 0)
