@@ -34,6 +34,7 @@ __all__ = [
     "InvalidValueError",
     "last_error_message",
     "warmup_error",
+    "is_available",
     "__version__",
 ]
 
@@ -44,6 +45,32 @@ _warmup_error: Exception | None = None
 def warmup_error() -> Exception | None:
     """The exception raised while loading kernels at import, None if it succeeded or was skipped."""
     return _warmup_error
+
+
+def is_available() -> bool:
+    """Whether sgblas can run here: a CUDA device is present and sgblas's kernels for the current
+    device (the device of the thread's current context, else device 0) are loaded.
+
+    False without a CUDA driver or device, when loading the kernels at import failed
+    (:func:`warmup_error` says why), when they cannot be loaded for that device now, and under
+    Numba's CUDA simulator: the simulator runs the kernels' Python code on the CPU for tests, it
+    is not a CUDA device. Never raises. When the import did not load the kernels
+    (``SGBLAS_NO_WARMUP``), this loads them, compiling what the cache lacks.
+    """
+    from sgblas.runtime.device import BACKEND, current_device, device_count
+
+    if BACKEND.simulated or _warmup_error is not None:
+        return False
+    try:
+        if device_count() == 0:
+            return False
+        from sgblas.kernels.spec import REGISTRY
+        from sgblas.runtime import loader
+
+        loader.loaded_kernels(current_device(), REGISTRY)
+    except Exception:  # whatever stops the kernels from loading means "not available"
+        return False
+    return True
 
 
 def _warm_up_at_import() -> None:

@@ -114,8 +114,8 @@ def _scalar(value: Any, name: str) -> float | _Failure:
 
 
 def _matrix(x: Any, name: str, rows: int, cols: int, ld: int, device: int, writable: bool,
-            pre_read: Operand | None = None) -> Operand | _Failure:
-    op = pre_read if pre_read is not None else read_operand(x, name)
+            pre_read: Operand | None, stream: int) -> Operand | _Failure:
+    op = pre_read if pre_read is not None else read_operand(x, name, stream=stream)
     if isinstance(op, str):
         return _Failure(Status.INVALID_VALUE, op)
     needed = (cols - 1) * ld + rows
@@ -182,15 +182,16 @@ def validate(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alph
         return _Call(ta, tb, m, n, k, alpha, None, lda, None, ldb, beta, None, ldc)
 
     device = handle.device
-    c = _matrix(C, names[2], m, n, ldc, device, True, operands[2])
+    stream = handle.stream_handle  # what a DLPack exporter orders its pending work before
+    c = _matrix(C, names[2], m, n, ldc, device, True, operands[2], stream)
     if type(c) is _Failure:
         return c
     if k == 0 or alpha == 0.0:  # A and B are not read: their arguments are not examined
         return _Call(ta, tb, m, n, k, alpha, None, lda, None, ldb, beta, c, ldc)
-    a = _matrix(A, names[0], a_rows, a_cols, lda, device, False, operands[0])
+    a = _matrix(A, names[0], a_rows, a_cols, lda, device, False, operands[0], stream)
     if type(a) is _Failure:
         return a
-    b = _matrix(B, names[1], b_rows, b_cols, ldb, device, False, operands[1])
+    b = _matrix(B, names[1], b_rows, b_cols, ldb, device, False, operands[1], stream)
     if type(b) is _Failure:
         return b
     c_needed = (n - 1) * ldc + m

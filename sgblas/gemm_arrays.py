@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from sgblas.api import _Failure, last_error_message, run_call, sgemm_operands_plain, validate
 from sgblas.enums import Status
@@ -32,24 +32,43 @@ def _library(x: Any) -> str | None:
     return tag
 
 
+def _stream_getter(library: str | None) -> Callable[[int], int]:
+    """``device -> raw current stream`` of ``library`` (see :func:`current_stream`), bound once:
+    gemm asks it on every call."""
+    if library == "cupy":
+        import cupy
+
+        get = cupy.cuda.get_current_stream
+        return lambda device: get(device).ptr
+    if library == "torch":
+        import torch
+
+        # The raw handle without building a torch.cuda.Stream object per call; the binding
+        # (torch/csrc/cuda/Module.cpp) is what torch.cuda.current_stream itself reads.
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw
+        return lambda device: torch.cuda.current_stream(device).cuda_stream
+    if library == "numba":
+        from numba.core import config
+
+        default = 2 if config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
+        return lambda device: default
+    return lambda device: 0
+
+
+_STREAM_GETTERS: dict[str | None, Callable[[int], int]] = {}
+
+
 def current_stream(library: str | None, device: int) -> int:
     """The raw stream ``gemm`` uses when given neither ``handle`` nor ``stream``: the current
     stream of the operands' library on ``device`` (CuPy's current stream; PyTorch's current
     stream; Numba's default stream, which is the per-thread one when Numba is configured so),
     or the legacy default stream for any other exporter."""
-    if library == "cupy":
-        import cupy
-
-        return cupy.cuda.get_current_stream(device).ptr
-    if library == "torch":
-        import torch
-
-        return torch.cuda.current_stream(device).cuda_stream
-    if library == "numba":
-        from numba.core import config
-
-        return 2 if config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
-    return 0
+    getter = _STREAM_GETTERS.get(library)
+    if getter is None:
+        getter = _STREAM_GETTERS[library] = _stream_getter(library)
+    return getter(device)
 
 
 def default_handle(device: int | None = None, stream: Any = None) -> Handle:
@@ -112,14 +131,17 @@ def _allocate_like(a: Any, rows: int, cols: int, handle: Handle) -> Any:
                                  stream=cuda.external_stream(raw) if raw else 0)
 
 
-def _operand(x: Any, name: str) -> tuple[tuple, tuple[int, int, bool]]:
-    """``x`` read once, as a tuple in :class:`Operand`'s field order, and its column-major view."""
-    span = read_device_span(x)  # the three common libraries, without building an Operand
+def _operand(x: Any, name: str, span: tuple | None, stream: int) -> tuple[tuple, tuple[int, int, bool]]:
+    """``x`` read once, as a tuple in :class:`Operand`'s field order, and its column-major view.
+
+    ``span`` is what :func:`read_device_span` answered for ``x`` (the three common libraries,
+    read without building an Operand); other exporters are read here, a DLPack one ordering its
+    pending work before ``stream``."""
     if span is not None and span[2] is not None:
         ptr, extent, device, shape, strides = span
         read = (ptr, extent, shape, strides, device, False, x)
     else:
-        read = read_operand(x, name)
+        read = read_operand(x, name, stream=stream)
         if isinstance(read, str):
             raise InvalidValueError(read)
     view = matrix_view(read[2], read[3], name)
@@ -141,15 +163,29 @@ def _handle_for(handle: Handle | None, stream: Any, a: Any, b: Any, c: Any, devi
         device = current_device()
     if stream is None:
         library = _library(a)
-        for name, x in (("b", b), ("c", c)):
-            other = _library(x) if x is not None else None
-            if other is not None and library is not None and other != library:
-                raise InvalidValueError(
-                    f"a is {_LIBRARY_NAMES[library]} and {name} is {_LIBRARY_NAMES[other]}: gemm follows the "
-                    f"current stream of the operands' library and cannot choose between two; pass stream= or handle=")
-            library = library or other
-        stream = current_stream(library, device)
-    return default_handle(device, stream)
+        other_b = _library(b)
+        if other_b != library or (c is not None and _library(c) != library):
+            library = _common_library(library, b, c)
+        raw = current_stream(library, device)
+    else:
+        raw = stream_handle(stream)
+    handle = _default_handles.get((device, raw))
+    if handle is None or handle._closed:
+        handle = default_handle(device, raw)
+    return handle
+
+
+def _common_library(library: str | None, b: Any, c: Any) -> str | None:
+    """The one library among the operands' (exporters of no known library do not count), or
+    InvalidValueError naming two that differ."""
+    for name, x in (("b", b), ("c", c)):
+        other = _library(x) if x is not None else None
+        if other is not None and library is not None and other != library:
+            raise InvalidValueError(
+                f"a is {_LIBRARY_NAMES[library]} and {name} is {_LIBRARY_NAMES[other]}: gemm follows the "
+                f"current stream of the operands' library and cannot choose between two; pass stream= or handle=")
+        library = library or other
+    return library
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
@@ -171,9 +207,14 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     Raises :class:`InvalidValueError` (a ``ValueError``) naming the bad value for invalid
     arguments, and :class:`SgblasError` carrying the status for other failures.
     """
-    a_op, (a_rows, lda, a_t) = _operand(a, "a")
-    b_op, (b_rows, ldb, b_t) = _operand(b, "b")
-    handle = _handle_for(handle, stream, a, b, c, a_op[4])
+    # The stream comes first (a DLPack exporter is told it), so the device is taken from the
+    # arrays of the known libraries, which are read without one.
+    a_span, b_span = read_device_span(a), read_device_span(b)
+    device = a_span[2] if a_span is not None else b_span[2] if b_span is not None else None
+    handle = _handle_for(handle, stream, a, b, c, device)
+    raw = handle.stream_handle
+    a_op, (a_rows, lda, a_t) = _operand(a, "a", a_span, raw)
+    b_op, (b_rows, ldb, b_t) = _operand(b, "b", b_span, raw)
     m, k = a_op[2][::-1] if trans_a else a_op[2]
     k_b, n = b_op[2][::-1] if trans_b else b_op[2]
     if k != k_b:
@@ -181,7 +222,7 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     if c is None:
         c = _allocate_like(a, m, n, handle)
         beta = 0.0
-    c_op, (c_rows, ldc, c_t) = _operand(c, "c")
+    c_op, (c_rows, ldc, c_t) = _operand(c, "c", read_device_span(c), raw)
     if tuple(c_op[2]) != (m, n):
         raise InvalidValueError(f"c has shape {tuple(c_op[2])} but op(a) @ op(b) is {m}x{n}")
     # A buffer read column-major is x when not transposed and x^T when it is (C order), so

@@ -124,6 +124,9 @@ def read_operand(x: Any, name: str, *, stream: int = 0) -> Operand | str:
         return f"{name} could not be read as a device array: {_exception(exc)}"
 
 
+_ABSENT = object()
+
+
 def _read_general(x: Any, name: str, stream: int) -> Operand | str:
     if SIMULATOR:
         # The simulator's device arrays wrap a host ndarray and export no CUDA interface;
@@ -135,14 +138,16 @@ def _read_general(x: Any, name: str, stream: int) -> Operand | str:
     try:
         cai = x.__cuda_array_interface__
     except AttributeError:  # no interface (PyTorch raises this for host tensors too)
-        dlpack = _read_dlpack(x, name, stream)
-        if dlpack is not None:
-            return dlpack
-        return (f"{name} of type {type(x).__name__} is not a device array "
-                f"(it exports neither __cuda_array_interface__ nor __dlpack__)")
+        cai = _ABSENT
     except Exception as exc:
         return f"{name}'s __cuda_array_interface__ raised {_exception(exc)}"
-    return _read_interface(cai, x, name)
+    if cai is not _ABSENT:
+        return _read_interface(cai, x, name)
+    dlpack = _read_dlpack(x, name, stream)
+    if dlpack is not None:
+        return dlpack
+    return (f"{name} of type {type(x).__name__} is not a device array (it exports neither "
+            f"__cuda_array_interface__ nor __dlpack__ with __dlpack_device__)")
 
 
 def _read_interface(cai: Any, x: Any, name: str) -> Operand | str:
@@ -213,7 +218,7 @@ def _operand(x: Any, name: str, ptr: int, shape: tuple, strides: tuple | None, u
     for s in shape:
         if s < 0:
             return f"{name} has a negative shape {_show(shape)}"
-        size *= s  # bounded: a product of int64 values, or zero
+        size *= s  # may grow past int64 here; the extent test below refuses that
     if size == 0:
         extent, elem_strides = 0, None
     elif strides is None:
@@ -542,7 +547,10 @@ def read_device_span(x: Any) -> tuple | None:
     kind = type(x)
     reader = _READERS.get(kind, False)
     if reader is False:
-        reader = _reader_for(kind)
+        try:
+            reader = _reader_for(kind)
+        except Exception:  # a type that cannot even be named is read by the general path
+            return None
     if reader is None:
         return None
     try:

@@ -131,9 +131,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cc", type=_parse_ccs, default=[], help="other compute capabilities, e.g. 80,89,90")
     parser.add_argument("--rebuild", action="store_true", help="compile every variant again")
     parser.add_argument("--variant", default=None, help="compile only this variant (what parallel workers run)")
+    parser.add_argument("--list", action="store_true", help="print the registry of variants and exit")
     args = parser.parse_args(argv)
     from sgblas.runtime.device import BACKEND, compute_capability, current_device, device_count
 
+    if args.list:
+        from sgblas.kernels.spec import REGISTRY
+
+        print(f"{'variant':<40} {'role':<6} {'pair':<4} {'align':>5} {'tile':>10} {'block':>5} {'bounds':>9} min_cc")
+        for spec in REGISTRY:
+            pair = "".join(spec.pair) if spec.pair else "-"
+            bounds = "x".join(map(str, spec.launch_bounds)) if spec.launch_bounds else "-"
+            print(f"{spec.name:<40} {spec.role:<6} {pair:<4} {spec.align:>5} {'x'.join(map(str, spec.tile)):>10} "
+                  f"{spec.block[0] * spec.block[1] * spec.block[2]:>5} {bounds:>9} sm_{spec.min_cc[0]}{spec.min_cc[1]}")
+        print(f"{len(REGISTRY)} variants")
+        return 0
     if args.variant is not None:  # a worker: one variant, one compute capability, into the cache
         from sgblas.kernels.spec import by_name
         from sgblas.runtime import cache as kernel_cache

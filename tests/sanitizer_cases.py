@@ -24,7 +24,7 @@ exactly the size the matrix needs (``(cols - 1) * ld + rows`` elements), so an a
 the matrix is an access past the allocation, which memcheck reports. A and B padding rows hold
 NaN and C's a fixed bit pattern, so reading or writing them shows in the results.
 
-Each case is compared with a float64 reference (:mod:`sgblas.reference`). Exit status: 0 when
+Each case is compared with a float64 reference (:mod:`sgblas.testing`). Exit status: 0 when
 every case is right and every variant was reached; 1 when a result is wrong or a call fails;
 2 when some variant could not be reached with the candidate shapes (nothing wrong was seen,
 but the run did not cover it). Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) it runs
@@ -46,7 +46,6 @@ KINDS = ("tile", "tail", "short_k")
 #: (tile multiples along m, along n), smallest first; the search stops at the first accepted.
 LADDER = ((1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4), (8, 8), (16, 8), (16, 16))
 LD_MODES = ("aligned", "odd", "minimal")
-C_PAD_BITS = np.uint32(0x7FC0DEAD)  # a quiet NaN with a recognisable payload
 FAKE_PTR = 1 << 20  # 16-byte aligned pointer stand-ins for the shape search
 
 
@@ -93,8 +92,7 @@ def candidate_shapes(spec: Any, kind: str) -> Iterable[tuple[int, int, int]]:
 
 
 def find_shape(handle, spec: Any, kind: str) -> Shape | None:
-    """The smallest candidate that dispatch sends to ``spec`` on ``handle``."""
-    from sgblas.dispatch.plan import choose
+    """The smallest candidate that ``spec`` can run (its legality; the run pins the variant)."""
     from sgblas.kernels.problem import GemmProblem
 
     ta, tb = spec.pair
@@ -105,62 +103,61 @@ def find_shape(handle, spec: Any, kind: str) -> Shape | None:
             ldc = leading_dimension(m, mode)
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
                                   FAKE_PTR, lda, 2 * FAKE_PTR, ldb, 3 * FAKE_PTR, ldc)
-            if choose(problem, handle.properties, handle.workspace_bytes).spec is spec:
+            if spec.can_implement(problem) is None:
                 return Shape(kind, m, n, k, mode)
     return None
 
 
-def _buffer(rng, rows: int, cols: int, ld: int, pad_value: float | None, pad_bits=None) -> np.ndarray:
-    """Exactly ``(cols - 1) * ld + rows`` elements: the matrix, with padding between columns."""
-    if rows == 0 or cols == 0:  # k == 0: the operand is never read; one NaN stands in
-        return np.full(1, np.nan, np.float32)
-    size = (cols - 1) * ld + rows
-    buf = np.empty(size, np.float32)
-    if pad_bits is not None:
-        buf.view(np.uint32)[:] = pad_bits
-    else:
-        buf[:] = pad_value
-    view = np.lib.stride_tricks.as_strided(buf, shape=(rows, cols), strides=(4, 4 * ld))
-    view[...] = rng.standard_normal((rows, cols), dtype=np.float32)
-    return buf
-
-
 def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: Shape, alpha: float,
                   beta: float, seed: int, uninitialised_c: bool) -> Outcome:
-    """One call through sgemm, checked against the float64 reference."""
+    """One call through sgemm, checked against the float64 reference (:mod:`sgblas.testing`).
+
+    ``expected_kernel`` is pinned for the call's shape class (``plan_for(..., pin=)``), so the
+    call takes the ordinary path with that variant, whatever the heuristic would choose.
+
+    Every buffer ends at its matrix's last element, so an access past the matrix is an access
+    past the allocation; A's and B's padding is NaN, C's the bits ``C_PAD_BITS``.
+    """
     from numba import cuda
 
     import sgblas
-    from sgblas.reference import as_matrix, compare, reference_gemm
+    from sgblas.testing import (C_PAD_BITS, as_matrix, column_major, compare, judge_gemm, poison, reference_gemm,
+                                stored_shape)
 
     rng = np.random.default_rng(seed)
     m, n, k = shape.m, shape.n, shape.k
-    a_rows, a_cols = _stored(ta, m, k)
-    b_rows, b_cols = _stored(tb, k, n)
+    a_rows, a_cols = stored_shape(ta, m, k)
+    b_rows, b_cols = stored_shape(tb, k, n)
     lda = leading_dimension(a_rows, shape.ld_mode)
     ldb = leading_dimension(b_rows, shape.ld_mode)
     ldc = leading_dimension(m, shape.ld_mode)
-    A = _buffer(rng, a_rows, a_cols, lda, np.nan)
-    B = _buffer(rng, b_rows, b_cols, ldb, np.nan)
-    C = _buffer(rng, m, n, ldc, None, C_PAD_BITS)
+    A = column_major(rng, a_rows, a_cols, lda)  # (k == 0: a one-element stand-in)
+    B = column_major(rng, b_rows, b_cols, ldb)
+    C = column_major(rng, m, n, ldc, pad_bits=C_PAD_BITS)
     blank_c = uninitialised_c and beta == 0.0 and alpha != 0.0 and k > 0
     if beta == 0.0:
-        for j in range(n):
-            C[j * ldc: j * ldc + m] = np.nan  # must not be read
-    dA, dB = cuda.to_device(A), cuda.to_device(B)  # (k == 0: one-element stand-ins)
+        poison(C, m, n, ldc)  # must not be read
+    dA, dB = cuda.to_device(A), cuda.to_device(B)
     dC = cuda.device_array(C.size, np.float32) if blank_c else cuda.to_device(C)
     label = (f"{ta}{tb} {shape.kind:<7} m={m} n={n} k={k} lda={lda} ldb={ldb} ldc={ldc} "
-             f"alpha={alpha} beta={beta}")
-    explanation = sgblas.explain(handle, ta, tb, m, n, k, dA, lda, dB, ldb, dC, ldc)
-    ran = explanation.kernel
-    if alpha == 0.0 or k == 0:
-        from sgblas.kernels import scale
+             f"alpha={alpha} beta={beta} seed={seed}")
+    from sgblas.dispatch.plan import plan_for
+    from sgblas.kernels.spec import by_name
 
-        ran = scale.NAME
+    def plan(pin: bool):
+        ptrs = [x.device_ctypes_pointer.value if hasattr(x, "device_ctypes_pointer") else x._ary.ctypes.data
+                for x in (dA, dB, dC)]
+        reads = k != 0 and alpha != 0.0
+        return plan_for(handle, ta, tb, m, n, k, reads, ptrs[0] if reads else 0, lda, ptrs[1] if reads else 0, ldb,
+                        ptrs[2], ldc, pin=by_name(expected_kernel) if pin and expected_kernel and reads else None)
+
+    ran = plan(True).spec.name
     if expected_kernel is not None and ran != expected_kernel:
-        return Outcome(False, f"FAIL {label}: explain says {ran}, not {expected_kernel}")
+        return Outcome(False, f"FAIL {label}: the plan runs {ran}, not {expected_kernel}")
     t0 = time.perf_counter()
     status = sgblas.sgemm(handle, ta, tb, m, n, k, alpha, dA, lda, dB, ldb, beta, dC, ldc)
+    if plan(False).spec.name != ran:
+        return Outcome(False, f"FAIL {label}: the call ran {plan(False).spec.name}, not {ran}")
     if status != sgblas.Status.SUCCESS:
         return Outcome(False, f"FAIL {label}: status {status.name}: {sgblas.last_error_message()}")
     if blank_c:  # read only what the kernel wrote: the m x n elements, column by column
@@ -170,18 +167,14 @@ def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: 
     else:
         got = dC.copy_to_host()
     seconds = time.perf_counter() - t0
-    ref, scale_ = reference_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
-    ok, ratio, where = compare(as_matrix(got, m, n, ldc), ref, scale_, k)
-    if not ok:
-        return Outcome(False, f"FAIL {label} [{ran}]: error {ratio:.3g}x tolerance at {where}")
-    if not blank_c:
-        inside = np.zeros(C.size, bool)
-        np.lib.stride_tricks.as_strided(inside, shape=(m, n), strides=(1, ldc))[...] = True
-        touched = (got.view(np.uint32) != C.view(np.uint32)) & ~inside
-        if touched.any():
-            first = int(np.flatnonzero(touched)[0])
-            return Outcome(False, f"FAIL {label} [{ran}]: {int(touched.sum())} padding elements of C "
-                                  f"written, first at row {first % ldc} of column {first // ldc}")
+    ref = reference_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+    if blank_c:  # the padding was never initialised, so only the matrix is judged
+        ok, ratio, where = compare(as_matrix(got, m, n, ldc), ref.value, ref.scale, k)
+        error = None if ok else f"error {ratio:.3g}x tolerance at {where}"
+    else:
+        ratio, error = judge_gemm(got, ref)
+    if error is not None:
+        return Outcome(False, f"FAIL {label} [{ran}]: {error}")
     return Outcome(True, f"ok   {label} [{ran}] worst {ratio:.3f} of tolerance, {seconds:.3f} s")
 
 

@@ -47,7 +47,7 @@ from sgblas.kernels.spec import SCALE_KERNEL, by_name
 from sgblas import InvalidValueError, MathMode, SgblasError, Status
 from sgblas.runtime.device import SIMULATOR
 from sgblas.kernels.problem import GemmProblem
-from sgblas.reference import as_matrix, compare, reference_gemm
+from sgblas.testing import as_matrix, compare, reference_values as reference_gemm
 
 INT32_MAX = 2**31 - 1
 

@@ -10,7 +10,7 @@ from numba import cuda
 
 import sgblas
 from sgblas import InvalidValueError, SgblasError, Status
-from sgblas.reference import compare
+from sgblas.testing import compare
 
 SEED = 7
 

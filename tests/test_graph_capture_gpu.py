@@ -147,7 +147,7 @@ def test_captured_calls_keep_their_stream_order(driver):
     e_ref = d_ref @ f.reshape(p, n).T.astype(np.float64)
     got = dE.copy_to_host().reshape(p, m).T
     scale = np.abs(a.reshape(k, m).T) @ np.abs(b.reshape(n, k).T) @ np.abs(f.reshape(p, n).T)
-    from sgblas.reference import compare
+    from sgblas.testing import compare
 
     ok, ratio, where = compare(got, e_ref, scale, k + n)
     assert ok, f"E = (A @ B) @ F wrong by {ratio:.3g}x tolerance at {where}: stream order lost?"
@@ -172,7 +172,7 @@ def test_capture_and_replay_with_cupy():
     assert status == Status.SUCCESS, sgblas.last_error_message()
     stream.synchronize()
     np.testing.assert_array_equal(cp.asnumpy(c), host[2], err_msg="capture ran the kernel")
-    from sgblas.reference import as_matrix, compare, reference_gemm
+    from sgblas.testing import as_matrix, compare, reference_values as reference_gemm
 
     for replay in range(3):
         if replay:
@@ -214,7 +214,7 @@ def test_capture_and_replay_with_torch():
     assert status == Status.SUCCESS, sgblas.last_error_message()
     torch.cuda.synchronize()
     np.testing.assert_array_equal(c.cpu().numpy(), host[2], err_msg="capture ran the kernel")
-    from sgblas.reference import as_matrix, compare, reference_gemm
+    from sgblas.testing import as_matrix, compare, reference_values as reference_gemm
 
     for replay in range(3):
         if replay:

@@ -67,3 +67,40 @@ def test_no_device_raises_not_initialized(monkeypatch):
     with pytest.raises(sgblas.SgblasError) as info:
         sgblas.Handle()
     assert info.value.status == Status.NOT_INITIALIZED
+
+
+def test_workspace_is_the_handles_and_set_outside_calls():
+    from sgblas.handle import DEFAULT_WORKSPACE_BYTES
+
+    with sgblas.Handle() as h:
+        assert h.workspace_bytes == DEFAULT_WORKSPACE_BYTES and h.workspace_ptr
+        h._plans[("marker",)] = None
+        h.set_workspace(4096)
+        assert h.workspace_bytes == 4096 and not h._plans  # which variants fit is decided again
+        h.set_workspace(0)
+        assert h.workspace_bytes == 0 and h.workspace_ptr == 0
+    with sgblas.Handle(workspace_bytes=0) as h:
+        assert h.workspace_bytes == 0
+    assert h.workspace_bytes == 0  # closing freed it
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "32"])
+def test_workspace_size_must_be_a_non_negative_int(bad):
+    with pytest.raises(sgblas.InvalidValueError, match="workspace_bytes="):
+        sgblas.Handle(workspace_bytes=bad)
+    with sgblas.Handle(workspace_bytes=0) as h, pytest.raises(sgblas.InvalidValueError, match="workspace_bytes="):
+        h.set_workspace(bad)
+
+
+def test_explain_names_the_alignment_class_and_every_other_variant():
+    from numba import cuda
+    import numpy as np
+
+    from sgblas.kernels.spec import GEMM_KERNELS
+
+    a = cuda.to_device(np.ones(12, np.float32))
+    with sgblas.Handle() as h:
+        e = sgblas.explain(h, "N", "N", 3, 2, 2, a, 3, a, 2, cuda.to_device(np.ones(6, np.float32)), 3)
+    assert e.kernel is not None and e.alignment in (4, 8, 16)
+    assert {n for n, _ in e.refusals + e.passed_over} == {s.name for s in GEMM_KERNELS} - {e.kernel}
+    assert f"alignment class {e.alignment} bytes" in str(e) and "cannot run" in str(e)

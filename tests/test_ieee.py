@@ -11,9 +11,10 @@ Only what IEEE 754 (or the contract) fixes whatever the summation order is asser
 * sums whose partial sums are all exactly representable are exact in every order (used for
   denormal inputs, which then must come out bit for bit).
 
-The reference evaluates ``sum_p a[i,p] * b[p,j]`` by broadcasting in float64 (no BLAS that
-might skip zero terms), honouring the contract: ``alpha == 0`` or ``k == 0`` never reads A and
-B, ``beta == 0`` never reads C, alpha and beta are rounded to float32 first.
+The reference is :func:`sgblas.testing.reference_matmul`: float64, term by term wherever NaN or
+Inf is present (no BLAS that might skip zero terms), honouring the contract: ``alpha == 0`` or
+``k == 0`` never reads A and B, ``beta == 0`` never reads C, alpha and beta are rounded to
+float32 first.
 
 CPU: tiny sizes under the simulator. The ``gpu`` variants repeat the propagation checks at
 sizes where the dispatcher picks the optimised NN kernel for NN (recorded with ``explain``).
@@ -29,7 +30,7 @@ from numba import cuda
 
 import sgblas
 from sgblas import Status
-from sgblas.reference import compare
+from sgblas.testing import C_PAD_BITS, as_matrix, compare, padded_ld, padding_error, reference_matmul, to_column_major
 
 # NaN, Inf and overflow are the point here: the simulator's NumPy arithmetic warns about them.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -51,33 +52,16 @@ def handle():
 
 def _stored(op: np.ndarray, trans: str, pad: int, poison=np.nan) -> tuple[np.ndarray, int]:
     """Flat column-major buffer of the matrix whose op() is ``op``; ld = rows + pad rounded up
-    to a multiple of 4 (so the NN kernel's guard accepts it); padding holds ``poison``."""
+    to a multiple of 4 (so the 16-byte kernels' guards accept it); padding holds ``poison``."""
     x = op if trans == "N" else op.T
-    rows, cols = x.shape
-    ld = -(-max(1, rows + pad) // 4) * 4
-    buf = np.full(max(1, (cols - 1) * ld + rows), poison, np.float32)
-    for j in range(cols):
-        buf[j * ld: j * ld + rows] = x[:, j]
-    return buf, ld
+    ld = padded_ld(x.shape[0], pad, 4)
+    return to_column_major(x, ld, poison), ld
 
 
 def ieee_reference(alpha, a: np.ndarray | None, b: np.ndarray | None, beta, c: np.ndarray) -> np.ndarray:
-    """float64 ``alpha * a @ b + beta * c`` by explicit products and sums (IEEE propagation),
-    with the contract's rules for zero alpha, k and beta."""
-    m, n = c.shape
-    alpha = float(np.float32(alpha))
-    beta = float(np.float32(beta))
-    out = np.zeros((m, n))
-    k = 0 if a is None else a.shape[1]
-    if k and alpha != 0.0:
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            for i0 in range(0, m, 64):
-                out[i0:i0 + 64] = alpha * (a64[i0:i0 + 64, :, None] * b64[None, :, :]).sum(axis=1)
-    if beta != 0.0:
-        with np.errstate(invalid="ignore", over="ignore"):
-            out = out + beta * c.astype(np.float64)
-    return out
+    """float64 ``alpha * a @ b + beta * c`` with IEEE propagation and the contract's rules for
+    zero alpha, k and beta."""
+    return reference_matmul(alpha, a, b, beta, c)[0]
 
 
 def run(handle, ta: str, tb: str, alpha, a: np.ndarray | None, b: np.ndarray | None, beta,
@@ -94,18 +78,15 @@ def run(handle, ta: str, tb: str, alpha, a: np.ndarray | None, b: np.ndarray | N
     else:
         dA = dB = None
         lda, ldb = max(1, m if ta == "N" else k), max(1, k if tb == "N" else n)
-    c_buf, ldc = _stored(c, "N", pad, poison=-7.0)
+    ldc = padded_ld(m, pad, 4)
+    c_buf = to_column_major(c, ldc, pad_bits=C_PAD_BITS)
     dC = cuda.to_device(c_buf)
     status = sgblas.sgemm(handle, ta, tb, m, n, k, alpha, dA, lda, dB, ldb, beta, dC, ldc)
     assert status == Status.SUCCESS, sgblas.last_error_message()
     got_buf = dC.copy_to_host()
-    got = np.empty((m, n), np.float32)
-    for j in range(n):
-        got[:, j] = got_buf[j * ldc: j * ldc + m]
-        np.testing.assert_array_equal(got_buf[j * ldc + m: (j + 1) * ldc][: max(0, ldc - m)],
-                                      c_buf[j * ldc + m: (j + 1) * ldc][: max(0, ldc - m)],
-                                      err_msg="C's padding rows were written")
-    return got
+    error = padding_error(got_buf, c_buf, m, n, ldc)
+    assert error is None, error
+    return np.array(as_matrix(got_buf, m, n, ldc))
 
 
 def assert_matches(got, ref, k, label=""):

@@ -29,7 +29,7 @@ from numba import cuda, float32
 import sgblas
 from sgblas import Status
 from sgblas.runtime.device import SIMULATOR
-from sgblas.reference import compare
+from sgblas.testing import compare
 
 MIN_FREE_BYTES = 30 * 2**30
 BIG = 2**31

@@ -15,6 +15,7 @@ and whether the producer's capsule was destroyed (its deleter's cue) after the c
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -24,7 +25,7 @@ from numba import cuda
 import sgblas
 from sgblas import InvalidValueError, SgblasError, Status
 from sgblas.operands import matrix_view, read_operand
-from sgblas.reference import as_matrix, compare, reference_gemm
+from sgblas.testing import as_matrix, compare, reference_values as reference_gemm
 from sgblas.runtime.device import SIMULATOR
 
 SEED = 20261216
@@ -45,9 +46,8 @@ def device_pointer(d: Any) -> int:
 
 
 def _names(message: str | None, name: str) -> bool:
-    import re
-
-    return message is not None and re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
+    pattern = rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])"
+    return message is not None and re.search(pattern, message) is not None
 
 
 class World:
@@ -69,9 +69,9 @@ class World:
 def _assert_healthy(handle: sgblas.Handle, seed: int, full: bool = not SIMULATOR) -> None:
     """A valid call right after a refusal launches and is right.
 
-    Under the simulator a GEMM launch costs about a second, so the call after each refusal is
-    ``C = beta * C`` (alpha = 0: a real launch, validated and checked like any other) and
-    :func:`test_hostile_inputs_in_a_row_then_a_full_gemm` runs the GEMM after all of them.
+    Under the simulator a GEMM launch is slow, so there the call after each refusal is
+    ``C = beta * C`` (alpha = 0: a real launch, validated and checked like any other), and
+    :func:`test_hostile_inputs_in_a_row_then_a_full_gemm` runs a full GEMM after all of them.
     """
     world = World(seed)
     a, b, c = (world.flat[name] for name in "ABC")
@@ -531,8 +531,8 @@ def test_dlpack_is_told_the_consumer_stream(stream, expected):
     assert not isinstance(op, str), op
     assert x.calls == [{"stream": expected, "max_version": (1, 0), "copy": False}]
     assert type(x.calls[0]["stream"]) is int
-    del op  # the Operand keeps the exporter, not the capsule
-    assert x.made == x.deleted == 1
+    assert op.owner is x
+    assert x.made == x.deleted == 1, "the capsule outlived read_operand"
 
 
 @pytest.mark.parametrize("hostile", ["numpy", "kDLCPU", "kDLCUDAHost"])

@@ -1,42 +1,86 @@
-"""Which legal variant should run: a ranking from the problem's shape and the device's own
-properties (SM count and per-SM limits, read from the driver), never from constants tuned for
-one GPU.
+"""Which legal variant should run: a ranking from the problem's shape, the device's own
+properties (SM count and per-SM limits, read from the driver, never from constants tuned for
+one GPU) and the handle's workspace.
 
 The rule, for the GEMM variants that :meth:`~sgblas.kernels.spec.KernelSpec.can_implement`
 accepts:
 
-1. Variants whose workspace need exceeds the handle's workspace are not chosen.
-2. Generated (aligned, specialised) kernels rank before the general kernel, which is the
-   backstop: it runs only what no specialised kernel may run.
-3. Among the specialised ones, a variant's *fill* is its CTAs (output tiles) over the CTAs the
-   GPU holds at once (SMs x CTAs per SM, the smaller of the launch bound and the device's
-   thread and block limits). The largest tile whose fill reaches :data:`FILL_TARGET` wins:
-   large tiles reuse each loaded element more. When no tile fills the GPU, the one with the
-   highest fill wins, the one with more CTAs on a tie: more resident warps hide more latency.
+1. Variants whose least workspace need exceeds the handle's workspace are not chosen.
+2. A skinny kernel (m or n at most 16: the product is bound by memory bandwidth) ranks first.
+   It splits K so that its CTAs fill the GPU's resident slots (see 5), as far as k and the
+   workspace allow; one split needs no workspace.
+3. Otherwise the generated tile kernels rank before the general kernel, which is the backstop:
+   it runs only what no specialised kernel may run. Among the tile kernels, a variant's *fill*
+   is its CTAs (output tiles) over the CTAs the GPU holds at once (SMs x CTAs per SM, the
+   smaller of the launch bound and the device's thread and block limits). The largest tile
+   whose fill reaches :data:`FILL_TARGET` wins: large tiles reuse each loaded element more.
+   When no tile fills the GPU, the one with the highest fill wins, the one with more CTAs on a
+   tie: more resident warps hide more latency.
+4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
+   that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
+   and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,
+   for accuracy, when k >= :data:`ACCURACY_SPLIT_K` even if the tiles fill the GPU, with
+   splits of at most :data:`ACCURACY_CHUNK` (each split is summed on its own and the partials
+   added in order, which shortens every float32 sum: ``docs/design.md``, "Split-K").
+5. The number of splits S: the largest S whose CTAs (tiles x S) fit in one wave of the GPU's
+   resident slots, when that wave is at least :data:`WAVE_TARGET` full; else the smallest S
+   whose whole waves are that full (CTAs over waves x slots), else the S with the fullest
+   waves; at most :data:`MAX_SPLITS`, at most what the workspace holds, and each split
+   a whole number of the kernel's K granule. The reduction's order is s = 0, 1, ..., so the
+   bits depend on S: the same shape on the same device and workspace size gives the same bits.
 
-``docs/design.md`` gives the measurements behind the threshold.
+``docs/design.md`` gives the measurements behind the thresholds.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
+from sgblas.kernels import skinny, splitk
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
-__all__ = ["FILL_TARGET", "Ranked", "occupancy", "fill", "rank"]
+__all__ = ["FILL_TARGET", "WAVE_TARGET", "MIN_SPLIT_CHUNK", "MAX_SPLITS", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
+           "Ranked", "Split", "occupancy", "ctas", "fill", "rank", "split_for", "is_backstop"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
-#: preferred over a smaller tile.
+#: preferred over a smaller tile, and below which a problem has "few output tiles".
 FILL_TARGET: float = 0.75
+#: How full the waves of a split grid must be for the fewest such splits to be taken.
+WAVE_TARGET: float = 0.9
+#: The least K a split-K slice keeps: below it the partials' traffic and the second launch
+#: cost more than the fuller GPU gains.
+MIN_SPLIT_CHUNK: int = 1024
+#: The most partials one call writes.
+MAX_SPLITS: int = 64
+#: From this K on, a problem whose tiles fill the GPU is still split (when the workspace
+#: holds the partials), for accuracy ...
+ACCURACY_SPLIT_K: int = 16384
+#: ... into slices of at most this much K.
+ACCURACY_CHUNK: int = 8192
+
+
+class Split(NamedTuple):
+    """How a splitting variant runs a problem: ``splits`` CTAs along K per output tile, each
+    over ``k_chunk`` of K; ``splits == 1`` writes C directly (no workspace, one launch)."""
+
+    splits: int
+    k_chunk: int
 
 
 class Ranked(NamedTuple):
-    """A legal variant in rank order; ``reason`` says why it was not chosen (None for the first)."""
+    """A legal variant in rank order; ``reason`` says why it was not chosen (None for the
+    first); ``split`` how it would run (for split-K and skinny variants)."""
 
     spec: KernelSpec
     reason: str | None
+    split: Split | None = None
+
+
+def is_backstop(spec: KernelSpec) -> bool:
+    """The general kernels: they accept every FP32 problem and rank last."""
+    return spec.name.startswith("sgemm_general_")
 
 
 def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
@@ -45,15 +89,92 @@ def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
     return max(1, min(spec.blocks_per_sm, props.max_threads_per_sm // threads, props.max_blocks_per_sm))
 
 
+def slots(spec: KernelSpec, props: DeviceProperties) -> int:
+    """CTAs of ``spec`` the whole GPU holds at once."""
+    return props.sm_count * occupancy(spec, props)
+
+
 def ctas(spec: KernelSpec, p: GemmProblem) -> int:
-    """Output tiles of ``spec`` for ``p`` (one CTA each)."""
+    """Output tiles of ``spec`` for ``p`` (one CTA each, per split)."""
+    if spec.role == "skinny":
+        return spec.grid(p.m, p.n, p.k)[0]
     bm, bn, _ = spec.tile
     return -(-p.m // bm) * -(-p.n // bn)
 
 
 def fill(spec: KernelSpec, p: GemmProblem, props: DeviceProperties) -> float:
     """CTAs of ``spec`` for ``p`` over the CTAs the GPU holds at once."""
-    return ctas(spec, p) / (props.sm_count * occupancy(spec, props))
+    return ctas(spec, p) / slots(spec, props)
+
+
+def _wave_fill(n_ctas: int, n_slots: int) -> float:
+    """CTAs over the slots of the whole waves they take."""
+    return n_ctas / (-(-n_ctas // n_slots) * n_slots)
+
+
+def _granule(spec: KernelSpec) -> int:
+    """The K a split is a whole number of (a slice kernel's BK; a skinny kernel's shared piece)."""
+    return skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
+
+
+def _chunked(k: int, splits: int, granule: int) -> Split:
+    """``splits`` slices of K rounded up to the granule; then as many splits as that needs, so
+    none is empty."""
+    chunk = -(-k // splits)
+    chunk = -(-chunk // granule) * granule
+    return Split(-(-k // chunk), chunk)
+
+
+def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int,
+              accuracy: bool = False) -> tuple[Split | None, str]:
+    """How ``spec`` (a split-K or skinny variant) would split ``p``: ``(Split, note)``, or
+    ``(None, reason)`` when a split-K variant has no split worth making.
+
+    ``accuracy``: split into slices of at most :data:`ACCURACY_CHUNK` for a shorter float32 sum
+    rather than to fill the GPU.
+    """
+    granule = _granule(spec)
+    per = splitk.partial_bytes(p.m, p.n)
+    by_workspace = workspace_bytes // per if per else MAX_SPLITS
+    if spec.role == "skinny":
+        cap = min(MAX_SPLITS, max(1, p.k // granule), by_workspace, 65535)
+        lo = 1
+    else:
+        cap = min(MAX_SPLITS, p.k // MIN_SPLIT_CHUNK, by_workspace, 65535)
+        lo = splitk.MIN_PARTIALS
+        if p.k // MIN_SPLIT_CHUNK < lo:
+            return None, (f"k={p.k} is too short to split: each of {lo} slices would keep less than "
+                          f"{MIN_SPLIT_CHUNK} of it")
+        if by_workspace < lo:
+            need = splitk.workspace_bytes(p.m, p.n, lo)
+            return None, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}"
+    if cap < lo:
+        cap = lo
+    tiles, n_slots = ctas(spec, p), slots(spec, props)
+    if accuracy:
+        want = max(lo, -(-p.k // ACCURACY_CHUNK))
+        if want > cap:
+            return None, (f"k={p.k} would need {want} slices of at most {ACCURACY_CHUNK} for accuracy, "
+                          f"and the workspace of {workspace_bytes} bytes holds {by_workspace} partials")
+        s = _chunked(p.k, want, granule)
+        return s, f"{s.splits} slices of K for a shorter float32 sum (k >= {ACCURACY_SPLIT_K})"
+    # One wave if that fills the slots well (fewest partials for the fill), else the fewest
+    # splits whose whole waves are full enough, else the fullest waves.
+    one_wave = [s for s in range(lo, cap + 1) if tiles * s <= n_slots]
+    best = max(one_wave, key=lambda s: (tiles * s, -s)) if one_wave else lo
+    if _wave_fill(tiles * best, n_slots) < WAVE_TARGET:
+        best_fill = -1.0
+        for s in range(lo, cap + 1):
+            f = _wave_fill(tiles * s, n_slots)
+            if f >= WAVE_TARGET:
+                best = s
+                break
+            if f > best_fill + 1e-9:
+                best, best_fill = s, f
+    s = _chunked(p.k, best, granule)
+    f = _wave_fill(tiles * s.splits, n_slots)
+    return s, (f"{tiles} tiles x {s.splits} slices of K = {tiles * s.splits} CTAs fill {f:.0%} of the "
+               f"{props.sm_count} SMs' resident slots in whole waves")
 
 
 def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
@@ -64,28 +185,88 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     for spec in legal:
         need = spec.workspace(p.m, p.n, p.k)
         (fits if need <= workspace_bytes else short).append((spec, need))
-    special = [s for s, _ in fits if s.align > 4]
-    general = [s for s, _ in fits if s.align <= 4]
-    filled = [s for s in special if fill(s, p, props) >= FILL_TARGET]
+    # Both sides small: the kernel with the larger other side has more CTAs.
+    skinnies = sorted((s for s, _ in fits if s.role == "skinny"),
+                      key=lambda s: -(p.n if s.config.small == "m" else p.m))
+    splits = [s for s, _ in fits if s.role == "splitk"]
+    general = [s for s, _ in fits if is_backstop(s)]
+    tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
+
+    # The tile kernels, by how well their output tiles fill the GPU.
+    filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
     if filled:
-        # The largest tile that fills the GPU, then the others by size.
         order = sorted(filled, key=lambda s: -(s.tile[0] * s.tile[1]))
-        order += sorted((s for s in special if s not in filled), key=lambda s: -fill(s, p, props))
+        order += sorted((s for s in tiled if s not in filled), key=lambda s: -fill(s, p, props))
     else:
-        order = sorted(special, key=lambda s: (-fill(s, p, props), -ctas(s, p)))
-    order += general
+        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p)))
+    best_tile = order[0] if order else None
+
     out: list[Ranked] = []
-    best = order[0] if order else None
-    for spec in order:
-        if spec is best:
-            out.append(Ranked(spec, None))
-        elif spec.align <= 4 and best is not None and best.align > 4:
-            out.append(Ranked(spec, f"the general kernel is the backstop; {best.name} can run this problem"))
+    chosen: tuple[KernelSpec, Split, str] | None = None
+    if skinnies:
+        spec = skinnies[0]
+        split, note = split_for(spec, p, props, workspace_bytes)
+        chosen = (spec, split, note)
+        out.append(Ranked(spec, None, split))
+        for other in skinnies[1:]:
+            out.append(Ranked(other, f"{spec.name} also streams this skinny product", None))
+        why = (f"{spec.name} streams the large operand once: {'m' if spec.config.small == 'm' else 'n'}="
+               f"{p.m if spec.config.small == 'm' else p.n} is at most {skinny.MP}, so the product is bound "
+               f"by memory bandwidth")
+        for spec2 in splits + order + general:
+            out.append(Ranked(spec2, why, None))
+        return out + _short(short, workspace_bytes)
+
+    # Split-K: few output tiles and a long K, or a very long K for accuracy.
+    split_reasons: dict[str, str] = {}
+    few_tiles = best_tile is None or fill(best_tile, p, props) < FILL_TARGET
+    for spec in sorted(splits, key=lambda s: -(s.tile[0] * s.tile[1])):
+        if few_tiles:
+            split, note = split_for(spec, p, props, workspace_bytes)
+            if split is not None and best_tile is not None and \
+                    _wave_fill(ctas(spec, p) * split.splits, slots(spec, props)) <= fill(best_tile, p, props):
+                split, note = None, (f"splitting K does not fill the GPU better than {best_tile.name}'s "
+                                     f"{ctas(best_tile, p)} CTAs do")
+        elif p.k >= ACCURACY_SPLIT_K:
+            split, note = split_for(spec, p, props, workspace_bytes, accuracy=True)
         else:
-            out.append(Ranked(spec, _why_not(spec, best, p, props)))
-    for spec, need in short:
-        out.append(Ranked(spec, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}"))
-    return out
+            split, note = None, (f"{best_tile.name}'s {ctas(best_tile, p)} output tiles already fill "
+                                 f"{fill(best_tile, p, props):.0%} of the {props.sm_count} SMs' resident slots, "
+                                 f"and k={p.k} is below {ACCURACY_SPLIT_K}, where K is split for accuracy")
+        if split is not None and chosen is None:
+            chosen = (spec, split, note)
+        else:
+            split_reasons[spec.name] = note if split is None else f"{chosen[0].name} splits K already"
+
+    if chosen is not None:
+        spec, split, note = chosen
+        out.append(Ranked(spec, None, split))
+        for other in order:
+            out.append(Ranked(other, f"{spec.name} splits K instead: {note}; its own {ctas(other, p)} CTAs "
+                                     f"fill {fill(other, p, props):.0%}" if few_tiles else
+                              f"{spec.name} splits K instead: {note}"))
+    else:
+        for spec in order:
+            if spec is best_tile:
+                out.append(Ranked(spec, None))
+            else:
+                out.append(Ranked(spec, _why_not(spec, best_tile, p, props)))
+    for spec in splits:
+        if spec is not (chosen[0] if chosen else None):
+            out.append(Ranked(spec, split_reasons.get(spec.name, "another variant was chosen")))
+    first = out[0].spec if out else None
+    for spec in general:
+        if first is None:
+            out.append(Ranked(spec, None))
+            first = spec
+        else:
+            out.append(Ranked(spec, f"the general kernel is the backstop; {first.name} can run this problem"))
+    return out + _short(short, workspace_bytes)
+
+
+def _short(short: list, workspace_bytes: int) -> list[Ranked]:
+    return [Ranked(spec, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}")
+            for spec, need in short]
 
 
 def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DeviceProperties) -> str:

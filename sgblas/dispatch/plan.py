@@ -1,14 +1,25 @@
 """From a validated call to launches: choosing the variant, the plan memo, and ``execute``.
 
 A :class:`Plan` is what a call of one *shape class* launches: the chosen variant, loaded for
-the handle's device, and its grid. The shape class is everything legality and the heuristic
-may read: transpose pair, m, n, k, whether A and B are read at all (k and alpha nonzero), and
-the alignment of every pointer (mod 16) and leading dimension (mod 4). Plans are memoised per
-handle (a handle fixes the device, its properties and its workspace), so a repeated shape
-costs one dictionary lookup.
+the handle's device, and its grid; for a split-K or skinny variant that splits K, also the
+split (``splits`` slices of ``k_chunk``), the reduction kernel and its grid. The shape class
+is everything legality and the heuristic may read: transpose pair, m, n, k, whether A and B
+are read at all (k and alpha nonzero), and the alignment of every pointer (mod 16) and leading
+dimension (mod 4). Plans are memoised per handle (a handle fixes the device, its properties
+and its workspace, and setting the workspace forgets them), so a repeated shape costs one
+dictionary lookup.
 
 :func:`execute` is the only place that launches: the BLAS call, ``gemm``, the fast checks and
-the documented validation all end here, with the same plan for the same shape class.
+the documented validation all end here, with the same plan for the same shape class. A plan
+is one launch, or, when it splits K, two on the handle's stream: the partial products into
+the handle's workspace, then the fixed-order reduction into C. Nothing in between waits or
+allocates, so a split call can be captured in a CUDA graph like any other.
+
+The workspace belongs to the handle: calls that split K use the same bytes, ordered by the
+handle's stream. Two such calls on one handle may only overlap if the caller runs them on
+different streams (``set_stream`` between calls, or one handle shared by threads that give
+it different streams) without ordering those streams, which is the caller's race, as with
+``cublasSetWorkspace``; ``sgblas.gemm`` keeps one handle per stream for that reason.
 """
 
 from __future__ import annotations
@@ -16,6 +27,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from sgblas.dispatch import heuristic
+from sgblas.dispatch.heuristic import Split
+from sgblas.kernels import reduce as _reduce
 from sgblas.kernels import spec as registry
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
@@ -30,20 +43,35 @@ PLAN_CACHE_SIZE = 4096
 
 class Choice(NamedTuple):
     """The variant chosen for a problem, and for every other variant why it was not:
-    ``(name, reason)`` pairs, refusals (it cannot run) before rankings (it should not)."""
+    ``(name, reason)`` pairs, refusals (it cannot run) before rankings (it should not).
+    ``split`` is how a split-K or skinny variant runs it (None for the others); ``note`` a
+    sentence on the choice ("" when there is nothing to add)."""
 
     spec: KernelSpec | None
     refused: tuple[tuple[str, str], ...]
     passed_over: tuple[tuple[str, str], ...]
+    split: Split | None = None
+    note: str = ""
 
 
 class Plan(NamedTuple):
-    """What one shape class launches: ``kernel`` over ``grid``; ``role`` as the spec's."""
+    """What one shape class launches: ``kernel`` over ``grid``; ``role`` as the spec's.
+
+    When K is split (``splits > 1``), ``kernel`` writes the partials into the workspace
+    (``ldw`` rows per column) and ``reduce`` over ``reduce_grid`` adds them into C;
+    ``c_vec`` says whether the reduction may access C with 16-byte vectors.
+    """
 
     role: str
     spec: KernelSpec
     kernel: LoadedKernel
     grid: tuple[int, int, int]
+    splits: int = 1
+    k_chunk: int = 0
+    ldw: int = 0
+    reduce: LoadedKernel | None = None
+    reduce_grid: tuple[int, int, int] = (1, 1, 1)
+    c_vec: int = 0
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int) -> Choice:
@@ -56,29 +84,71 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
         else:
             refused.append((spec.name, reason))
     ranked = heuristic.rank(legal, p, props, workspace_bytes)
-    chosen = ranked[0].spec if ranked and ranked[0].reason is None else None
+    first = ranked[0] if ranked and ranked[0].reason is None else None
     passed = tuple((r.spec.name, r.reason) for r in ranked if r.reason is not None)
-    return Choice(chosen, tuple(refused), passed)
+    if first is None:
+        return Choice(None, tuple(refused), passed)
+    return Choice(first.spec, tuple(refused), passed, first.split, _note(first.spec, first.split, p))
+
+
+def _note(spec: KernelSpec, split: Split | None, p: GemmProblem) -> str:
+    if split is None:
+        return ""
+    if split.splits == 1:
+        return "K is not split: one launch"
+    return (f"K split {split.splits} ways ({split.k_chunk} each): partial products in the handle's "
+            f"workspace ({split.splits * _reduce.padded_rows(p.m) * p.n * 4} bytes), then "
+            f"{_reduce.NAME} adds them in split order")
 
 
 def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bool,
-             a_ptr: int, lda: int, b_ptr: int, ldb: int, c_ptr: int, ldc: int) -> Plan | None:
-    """The memoised plan of this shape class on ``handle`` (None when no variant accepts it)."""
+             a_ptr: int, lda: int, b_ptr: int, ldb: int, c_ptr: int, ldc: int,
+             pin: KernelSpec | None = None) -> Plan | None:
+    """The memoised plan of this shape class on ``handle`` (None when no variant accepts it).
+
+    ``pin`` makes ``handle`` run that variant for this shape class from now on, whatever the
+    heuristic would choose (the caller has checked its legality): how the sanitizer driver and
+    the tests reach every variant through the same call path as any other call.
+    """
     key = (ta, tb, m, n, k, reads_ab, a_ptr & 15, b_ptr & 15, c_ptr & 15, lda & 3, ldb & 3, ldc & 3)
     plans = handle._plans
     plan = plans.get(key)
+    if pin is not None:
+        plan = plans[key] = make_plan(handle, pin, None, m, n, k, c_ptr, ldc)
     if plan is None:
         if reads_ab:
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
-            spec = choose(problem, handle.properties, handle.workspace_bytes).spec
-            if spec is None:
+            choice = choose(problem, handle.properties, handle.workspace_bytes)
+            if choice.spec is None:
                 return None
+            plan = make_plan(handle, choice.spec, choice.split, m, n, k, c_ptr, ldc)
         else:
             spec = registry.SCALE_KERNEL
+            plan = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k))
         if len(plans) >= PLAN_CACHE_SIZE:
             plans.clear()
-        plan = plans[key] = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k))
+        plans[key] = plan
     return plan
+
+
+def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int, k: int,
+              c_ptr: int, ldc: int) -> Plan:
+    """The plan that runs ``spec`` with ``split`` (None: one launch of a GEMM variant)."""
+    kernel = handle._kernels[spec.name]
+    if split is None:
+        return Plan(spec.role, spec, kernel, spec.grid(m, n, k))
+    grid = _split_grid(spec, m, n, split.splits)
+    if split.splits == 1:
+        return Plan(spec.role, spec, kernel, grid, 1, split.k_chunk)
+    red = registry.by_name(_reduce.NAME)
+    c_vec = int(c_ptr % 16 == 0 and ldc % 4 == 0)
+    return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, _reduce.padded_rows(m),
+                handle._kernels[red.name], red.grid(m, n, k), c_vec)
+
+
+def _split_grid(spec: KernelSpec, m: int, n: int, splits: int) -> tuple[int, int, int]:
+    x, _, z = spec.grid(m, n, 0)
+    return (x, splits, z)
 
 
 def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr: int, a_extent: int,
@@ -98,11 +168,25 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
         _device.push_context(handle._context)
         pushed = True
     try:
-        if plan.role == "gemm":
+        role = plan.role
+        if role == "gemm":
             launch(plan.kernel, plan.grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                                                    beta, c_ptr, c_extent, ldc))
-        else:  # "scale": k == 0 or alpha == 0, A and B untouched
+        elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
             launch(plan.kernel, plan.grid, stream, (m, n, beta, c_ptr, c_extent, ldc))
+        elif plan.splits == 1:  # a skinny kernel writing C itself
+            launch(plan.kernel, plan.grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                                   beta, c_ptr, c_extent, ldc, plan.k_chunk))
+        else:
+            # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
+            # split order + beta * C. The workspace is read from the handle at each call.
+            ws_ptr = handle.workspace_ptr
+            ldw = plan.ldw
+            ws_extent = plan.splits * ldw * n
+            launch(plan.kernel, plan.grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                                   0.0, ws_ptr, ws_extent, ldw, plan.k_chunk))
+            launch(plan.reduce, plan.reduce_grid, stream, (m, n, plan.splits, ws_ptr, ws_extent, ldw, beta,
+                                                           c_ptr, c_extent, ldc, plan.c_vec))
     finally:
         if pushed:
             _device.pop_context()

@@ -36,3 +36,11 @@ GEMM = Abi("gemm", (("m", INT32), ("n", INT32), ("k", INT32), ("alpha", FLOAT32)
 GEMM_SPLIT = Abi("gemm_split", GEMM.params + (("k_chunk", INT32),))
 
 SCALE = Abi("scale", (("m", INT32), ("n", INT32), ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32)))
+
+#: The fixed-order split-K reduction's (:mod:`sgblas.kernels.reduce`):
+#: ``C = W_0 + W_1 + ... + W_{splits-1} + beta * C`` over the m x n partials at ``W + s * ldw * n``
+#: (leading dimension ``ldw``); C unread when beta == 0; ``c_vec`` nonzero when C may be
+#: accessed with 16-byte vectors (16-byte aligned, ldc a multiple of 4).
+REDUCE = Abi("reduce", (("m", INT32), ("n", INT32), ("splits", INT32), ("W", ARRAY), ("ldw", INT32),
+                        ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32), ("c_vec", INT32)))
+__all__ += ["REDUCE"]

@@ -20,10 +20,13 @@ one strategy per operand layout:
 
 * An operand contiguous along m or n (A in N, B in T: "mn-major") goes straight into shared
   memory with ``cp.async`` vectors along m (n) of the alignment class's width (16, 8 or 4
-  bytes), unpadded rows. The last, partial vector at row m (column n) is copied element by
-  element with 4-byte ``cp.async`` and zero fill, so no copy reads a byte past the matrix
-  (compute-sanitizer's memcheck reports a 16-byte copy with fewer source bytes as a read past
-  the allocation when the buffer ends at the matrix's last element).
+  bytes), unpadded rows. The last, partial vector at row m (column n) is one copy with fewer
+  source bytes (zero fill) in every column but the last, where it ends inside the column's
+  padding rows (the leading dimension is a multiple of the vector and >= m); in the slice
+  holding the last column it is copied element by element with 4-byte ``cp.async`` and zero
+  fill, so no copy names a byte past the matrix (compute-sanitizer's memcheck reports a
+  16-byte copy with fewer source bytes as a read past the allocation when the buffer ends at
+  the matrix's last element).
 * An operand contiguous along k (A in T, B in N: "k-major") is read with vector loads along k
   into registers (LDG.128 / LDG.64 / LDG.32) and stored transposed into shared memory after
   the arithmetic, rows padded by 4 floats: ``8 / width`` lanes share one column (a 32-byte
@@ -51,7 +54,8 @@ constant-trip loops over ``cuda.local.array`` accumulators that NVVM does unroll
 index is a constant and nothing reaches local memory. (Writing the 64 FMAs out as scalar
 statements gives the same SASS main loop but makes Numba's front end 4-6x slower.) The K loop
 itself is peeled three ways so its steady state has no K predicates: full steps, the step
-that copies a partial last slice, and the last step. The text is compiled with ``exec``
+that copies the last slice (the one that ends A's or B's buffer: K tail, partial vectors element
+by element), and the last step. The text is compiled with ``exec``
 under this file's name, so Numba's on-disk cache can key it, and wrapped with ``cuda.jit``.
 
 Importing this module does not import Numba: the generator and the guard are plain Python,
@@ -270,6 +274,7 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
             w(f"    {p}_left = int64({o.ext}) - ({o.org} + int64({p}_r))   # rows of my vector in the matrix")
             if V > 1:
                 w(f"    {p}_full = {p}_left >= {V}")
+                w(f"    {p}_bytes = uint32(max(min({p}_left, int64({V})), int64(0))) * uint32(4)")
                 for e in range(V):
                     w(f"    {p}_e{e} = uint32(4) if {p}_left > {e} else uint32(0)")
             else:
@@ -324,13 +329,20 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
                 nbytes = f"{x}_e0 if {kpred} else uint32(0)" if tail else f"{x}_e0"
                 w(f"{p}cp_async4({o.sh}, {soff}, {o.arr}, {goff}, {nbytes})")
                 continue
-            # A whole vector in one copy; the partial one at row m (column n) element by element.
-            w(f"{p}if {x}_full{' and ' + kpred if tail else ''}:")
+            if not tail:
+                # Not the last slice: the partial vector at row m (column n) ends inside the
+                # column's padding rows (ld is a multiple of V and >= m), so one copy with
+                # fewer source bytes (zero fill) stays inside the buffer.
+                w(f"{p}cp_async{4 * V}({o.sh}, {soff}, {o.arr}, {goff}, {x}_bytes)")
+                continue
+            # The slice holding the last column: a whole vector in one copy, the partial one
+            # at row m (column n) element by element, so no byte past the matrix is named.
+            w(f"{p}if {x}_full and {kpred}:")
             w(f"{p}    cp_async{4 * V}({o.sh}, {soff}, {o.arr}, {goff}, uint32({4 * V}))")
             w(f"{p}else:")
             for e in range(V):
-                nbytes = f"{x}_e{e} if {kpred} else uint32(0)" if tail else f"{x}_e{e}"
-                w(f"{p}    cp_async4({o.sh}, {soff} + {e}, {o.arr}, {goff} + {e}, {nbytes})")
+                w(f"{p}    cp_async4({o.sh}, {soff} + {e}, {o.arr}, {goff} + {e}, "
+                  f"{x}_e{e} if {kpred} else uint32(0))")
 
     def issue_reg(o: _Operand, p: str, tail: bool) -> None:
         """Load the slice at {p}_g{r} into registers; with tail, zero from k column kv on."""
@@ -430,13 +442,16 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     advance("    ")
     load_frag("    ", 0, 0)
     w("")
-    w("    # ---- main loop: copy the full step t+1 into the other stage while computing step t")
-    w(f"    for _t in range({K} // {BK} - 1):")
+    w("    # ---- main loop: copy the full step t+1 into the other stage while computing step t;")
+    w("    #      every slice but the last (which holds the last column of A or B, the end of")
+    w("    #      its buffer), so these copies need no k predicate and may end in padding rows")
+    w(f"    for _t in range(({K} + {BK - 1}) // {BK} - 2):")
     issue_start("        ", tail=False)
     k_step_body("        ", has_next=True)
-    w("    # ---- the step before a partial last step: copy that one with zero fill")
-    w(f"    if {K} % {BK} != 0 and {K} > {BK}:")
-    w(f"        kv = uint32({K} % {BK})")
+    w("    # ---- the step before the last: copy the last slice, zero-filled past k, partial")
+    w("    #      vectors at row m / column n element by element")
+    w(f"    if {K} > {BK}:")
+    w(f"        kv = uint32(({K} - 1) % {BK} + 1)")
     issue_start("        ", tail=True)
     k_step_body("        ", has_next=True, tail=True)
     w("    # ---- last K step: nothing left to copy")

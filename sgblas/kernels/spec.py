@@ -69,6 +69,8 @@ class KernelSpec:
     blocks_per_sm: int = 1
     #: The generator's config, for tests and docs (None for hand-written kernels).
     config: Any = None
+    #: A backstop runs only what no specialised variant may run (the general kernel).
+    backstop: bool = False
 
     def can_implement(self, p: GemmProblem) -> str | None:
         """None when this variant computes ``p`` correctly, else the sentence saying why not."""
@@ -129,7 +131,7 @@ def _general_spec(pair: tuple[str, str]) -> KernelSpec:
         tile=(general.BM, general.BN, general.BK), stages=general.STAGES, block=general.BLOCK,
         launch_bounds=general.LAUNCH_BOUNDS, min_cc=(5, 0),
         grid=lambda m, n, k: general.grid(m, n), builder=builder,
-        blocks_per_sm=general.MIN_BLOCKS_PER_SM)
+        blocks_per_sm=general.MIN_BLOCKS_PER_SM, backstop=True)
 
 
 def _scale_builder() -> Callable:
@@ -201,3 +203,8 @@ def by_name(name: str) -> KernelSpec:
         return _BY_NAME[name]
     except KeyError:
         raise KeyError(f"no kernel variant is named {name!r}; the registry has {sorted(_BY_NAME)}") from None
+
+
+# Issue 13: the split-K, skinny and reduction rows (sgblas/kernels/splitk.py), appended here.
+from sgblas.kernels import splitk as _splitk  # noqa: E402 - it reads this module's names
+GEMM_KERNELS, REGISTRY = _splitk.register(GEMM_KERNELS, REGISTRY, _BY_NAME)

@@ -1,24 +1,33 @@
-"""Static checks of the NN SGEMM kernels' PTX and SASS, with no GPU (CI).
+"""Static checks of the SIMT SGEMM kernels' PTX and SASS, with no GPU (CI).
 
-The PTX of each shipped NN module is compiled for sm_90 (and the main one,
-``sgemm_nn_128x128x16``, for sm_80 too) with ``compile_ptx`` in subprocesses (the test
-session may run under the CUDA simulator, which cannot compile), and checked for what the
-docs claim:
+One representative registry variant per copy strategy of the SIMT generator
+(:mod:`sgblas.kernels.sgemm_simt`) is compiled for sm_90 (and the main one for sm_80 too) with
+``compile_ptx`` in subprocesses (the test session may run under the CUDA simulator, which
+cannot compile); each costs 20-30 s of Numba front end, so CI compiles no more than these:
+
+* ``sgemm_simt_nn_128x128x16_2s_a16``: A by 16-byte ``cp.async`` along m, B by 16-byte loads
+  along k stored transposed (the main kernel; also for sm_80);
+* ``sgemm_simt_tn_128x64x16_2s_a8``: both operands k-major, 8-byte loads along k, the two
+  register-staged copies at the start and the middle of a K step;
+* ``sgemm_simt_tt_128x64x16_2s_a4``: A by 4-byte loads along k, B by 4-byte ``cp.async``
+  along n.
+
+Each is checked for what the docs claim:
 
 * no local-memory traffic (``ld.local``/``st.local``): accumulators and fragments stay in
   registers;
 * no tensor-core or TF32 instruction (``mma``, ``wmma``, ``wgmma``, ``.tf32``) and no
-  flush-to-zero: the product is strict FP32 FMA;
-* the vector memory operations: ``ld.global.v4.f32`` (B's slices, C when beta != 0),
-  ``st.global.v4.f32`` (C), ``ld.shared.v4.f32`` (fragments), ``cp.async.cg.shared.global``
-  16-byte copies (A's slices, with zero fill) and the k loop unrolled (enough FMAs and
-  fragment loads for three copies of the K step: full steps, the one before a partial
-  slice, the last).
+  flush-to-zero: the product is strict FP32 FMA; no 64-bit division and no call;
+* global accesses of the alignment class's width: 16-byte ``cp.async`` / ``ld.global.v4`` /
+  ``st.global.v4`` in the a16 variant, nothing wider than 8 bytes in the a8 one, nothing wider
+  than 4 bytes in the a4 one; ``ld.shared.v4.f32`` fragments everywhere; the k loop unrolled
+  (enough FMAs and fragment loads for three copies of the K step: full steps, the one that
+  copies the last slice, the last).
 
 When a ``ptxas`` that reads this PTX is installed (the nvidia-cuda-nvcc wheel has one), the
-sm_90 SASS is checked too: no spills, registers within the launch bound's cap, LDS.128 /
-LDG.128 / LDGSTS present, no LDL/STL, and an FFMA share of at least 85% in the K loop.
-The memory intrinsics are checked on a small probe kernel.
+sm_90 SASS is checked too: no spills, registers within the launch bound's cap, no LDL/STL,
+no 16-byte global access below a16, and an FFMA share of at least 85% in the K loop.
+The memory intrinsics (8- and 4-byte forms too) are checked on a small probe kernel.
 """
 
 from __future__ import annotations
@@ -34,11 +43,14 @@ from pathlib import Path
 
 import pytest
 
-MODULES = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_nn_128x64x16_2s_a16")
+#: One variant per copy strategy (see the module doc).
+SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x64x16_2s_a8",
+                "sgemm_simt_tt_128x64x16_2s_a4")
 CCS = ((9, 0), (8, 0))
-#: What each cc compiles: both modules for sm_90 (the tuned target), the main one for sm_80
-#: (each compile costs ~20 s of Numba front end, so CI compiles no more than this).
-TARGETS = {(9, 0): MODULES, (8, 0): MODULES[:1]}
+#: Compiles per subprocess, (cc, names), run side by side: the sm_90 targets in two processes,
+#: the main one for sm_80 in a third.
+JOBS = (((9, 0), SIMT_TARGETS[:1]), ((9, 0), SIMT_TARGETS[1:]), ((8, 0), SIMT_TARGETS[:1]))
+TARGETS = {cc: tuple(n for c, names in JOBS if c == cc for n in names) for cc in CCS}
 REPO = str(Path(__file__).resolve().parents[2])
 
 _PTX_SCRIPT = r"""
@@ -54,7 +66,8 @@ for name in sys.argv[3:]:
     ptx = compile_ptx(spec, cc)
     path = f"{out_dir}/{name}_sm{cc[0]}{cc[1]}.ptx"
     open(path, "w").write(ptx)
-    out[name] = {"ptx": path, "BK": cfg.BK, "threads": cfg.THREADS, "min_blocks": cfg.min_blocks}
+    out[name] = {"ptx": path, "BK": cfg.BK, "threads": cfg.THREADS, "min_blocks": cfg.min_blocks,
+                 "align": cfg.align}
 print(json.dumps(out))
 """
 
@@ -72,6 +85,7 @@ def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     mem.sts4(s, t, a0, a1, a2, a3)
     mem.cp_async16(s, t + uint32(128), B, np.int64(t), uint32(8))
     mem.cp_async4(s, t + uint32(64), B, np.int64(t), uint32(4))
+    mem.cp_async8(s, t + uint32(192), B, np.int64(t), uint32(8))
     mem.cp_async_commit()
     wait1()
     mem.cp_async_wait_all()
@@ -79,6 +93,9 @@ def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     mem.sts1(s, t, mem.ldg1(B, t))
     b0, b1, b2, b3 = mem.lds4(s, t ^ uint32(4))
     mem.stg4(C, t, b0 * alpha, b1, b2, b3)
+    c0, c1 = mem.ldg2(C, t + uint32(512))
+    mem.stg2(C, t + uint32(1024), c0, c1 * beta)
+    mem.stg1(C, t + uint32(2048), c0)
 ptx, _ = cuda.compile_ptx(probe, GEMM.signature(), cc=(8, 0))
 print(ptx)
 """
@@ -92,19 +109,22 @@ def _env() -> dict:
 
 @pytest.fixture(scope="module")
 def ptx_by_cc(tmp_path_factory) -> dict:
-    """{(module, cc): (ptx text, info)}; one subprocess per cc, run side by side."""
-    out_dir = tmp_path_factory.mktemp("nn_ptx")
-    procs = {cc: subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, str(out_dir),
-                                   f"{cc[0]}.{cc[1]}", *TARGETS[cc]], env=_env(),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for cc in CCS}
+    """{(variant, cc): (ptx text, info)}; the compile jobs run side by side."""
+    out_dir = tmp_path_factory.mktemp("simt_ptx")
+    procs = [(cc, subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, str(out_dir), f"{cc[0]}.{cc[1]}", *names],
+                                   env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+             for cc, names in JOBS]
     result = {}
-    for cc, proc in procs.items():
+    for cc, proc in procs:
         stdout, stderr = proc.communicate(timeout=1200)
         assert proc.returncode == 0, f"compile_ptx for sm_{cc[0]}{cc[1]} failed:\n{stderr[-4000:]}"
         for name, info in json.loads(stdout.strip().splitlines()[-1]).items():
             result[(name, cc)] = (Path(info["ptx"]).read_text(), info)
     return result
+
+
+_CP_ASYNC = re.compile(r"cp\.async\.(\w+)\.shared\.global \[[^\]]+\], \[[^\]]+\], (\d+)")
+_GLOBAL_VEC = re.compile(r"\b(ld|st)\.global(?:\.\w+)*\.v([24])\.f32")
 
 
 @pytest.mark.parametrize("name,cc", [(name, cc) for cc in CCS for name in TARGETS[cc]],
@@ -123,12 +143,25 @@ def test_ptx_is_strict_fp32_simt_with_vector_memory(ptx_by_cc, name, cc):
     # an ABI call with a stack frame in local memory (72 bytes in the 128x64 tile once).
     assert not re.search(r"\b(div|rem)\.[su]64\b", ptx), label
     assert not re.search(r"^\s*call", ptx, re.MULTILINE), label
-    # The vector memory operations the design rests on.
-    for op in ("ld.global.v4.f32", "st.global.v4.f32", "ld.shared.v4.f32",
-               "cp.async.cg.shared.global", "cp.async.wait_all", "st.shared.f32"):
+    # Global accesses as wide as the alignment class allows, and no wider.
+    align = info["align"]
+    copies = {int(size) for _, size in _CP_ASYNC.findall(ptx)}
+    vectors = {(op, 4 * int(width)) for op, width in _GLOBAL_VEC.findall(ptx)}
+    assert all(size <= align for size in copies), (label, copies)
+    assert all(size <= align for _, size in vectors), (label, vectors)
+    if align == 16:
+        assert 16 in copies and ("ld", 16) in vectors and ("st", 16) in vectors, (label, copies, vectors)
+        assert "cp.async.cg.shared.global" in ptx, label  # 16-byte copies bypass L1
+    elif align == 8:
+        assert ("ld", 8) in vectors and ("st", 8) in vectors, (label, vectors)
+    else:
+        assert copies <= {4} and not vectors, (label, copies, vectors)
+    for op in ("ld.shared.v4.f32", "st.shared.f32"):
         assert op in ptx, (label, op)
-    # Three copies of the K step (full, before a partial slice, last), each BK k steps of
-    # 64 FMAs and 4 fragment loads: the unrolling NVVM alone would not do.
+    if copies:
+        assert "cp.async.wait_all" in ptx and "cp.async.commit_group" in ptx, label
+    # Three copies of the K step (full, the one copying the last slice, last), each BK k
+    # steps of 64 FMAs and 4 fragment loads: the unrolling NVVM alone would not do.
     bk = info["BK"]
     assert len(re.findall(r"\bfma\.rn\.f32", ptx)) >= 3 * bk * 64, label
     assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) >= 3 * bk * 4, label
@@ -142,7 +175,8 @@ def test_memory_intrinsics_emit_their_instructions():
     for op in ("ld.global.v4.f32", "st.shared.v4.f32", "ld.shared.v4.f32", "st.global.v4.f32",
                "cp.async.cg.shared.global [%r", "], 16, %r", "cp.async.ca.shared.global [%r",
                "], 4, %r", "cp.async.commit_group;", "cp.async.wait_group 1;",
-               "cp.async.wait_all;", "ld.global.f32", "st.shared.f32"):
+               "cp.async.wait_all;", "ld.global.f32", "st.shared.f32", "], 8, %r",
+               "ld.global.v2.f32", "st.global.v2.f32", "st.global.f32"):
         assert op in ptx, op
     assert "ld.local" not in ptx and "st.local" not in ptx
 
@@ -179,7 +213,7 @@ def _sass_counts(sass: str) -> tuple[Counter, Counter]:
     return whole, best
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", TARGETS[(9, 0)])
 def test_sm90_sass_no_spills_and_ffma_bound_loop(ptx_by_cc, name, tmp_path):
     ptxas = _find_ptxas()
     cuobjdump = ptxas and str(Path(ptxas).with_name("cuobjdump"))
@@ -201,8 +235,12 @@ def test_sm90_sass_no_spills_and_ffma_bound_loop(ptx_by_cc, name, tmp_path):
     sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
                           check=True).stdout
     whole, loop = _sass_counts(sass)
-    assert whole["LDS.128"] > 0 and whole["LDG.E.128"] > 0 and whole["STG.E.128"] > 0, whole
-    assert any(op.startswith("LDGSTS") for op in whole), whole
+    assert whole["LDS.128"] > 0, whole
     assert not any(op.startswith(("LDL", "STL")) for op in whole), whole
+    wide = {op for op in whole if op.startswith(("LDG", "STG", "LDGSTS")) and ".128" in op}
+    if info["align"] == 16:
+        assert wide and whole["STG.E.128"] > 0, whole
+    else:
+        assert not wide, (name, wide)
     assert loop["FFMA"] == 64 * info["BK"], loop  # one K step per loop trip, fully unrolled
     assert loop["FFMA"] / sum(loop.values()) >= 0.85, loop

@@ -22,7 +22,7 @@ from numba import cuda
 
 from sgblas.kernels import scale
 from sgblas.kernels.spec import SCALE_KERNEL
-from sgblas.reference import as_matrix
+from sgblas.testing import as_matrix
 from sgblas.runtime.loader import dispatcher
 from tests.reference import C_PAD_BITS, make_operands
 

@@ -1,0 +1,414 @@
+"""Skinny products: m or n at most :data:`MP` (16). Such a product is bound by memory
+bandwidth, not arithmetic: it must read the large operand once (``k x n`` or ``m x k``
+floats) and does only ``2 * P`` flops per element of it, where P is the small dimension.
+These kernels stream the large operand exactly once with 16-byte loads and keep the small
+operand in shared memory.
+
+Notation: ``P`` is the small output dimension (m or n), ``Q`` the large one. The large operand
+``L`` is op(B) when m is small and op(A) when n is small; the small operand ``S`` is the other
+one. Two layouts of L need two loops:
+
+* **dot** (L contiguous along k: B in N, or A in T). Eight lanes read 128 contiguous bytes of
+  one column of L (a 16-byte vector each, k steps of 32), a warp covers 4 columns per load
+  and each lane ``NC`` = 4 columns, so a CTA of 8 warps owns 128 columns of Q. Each lane
+  multiplies its 4 k values by the 4 matching values of each of the P rows of S (16-byte
+  shared loads) into ``P x NC`` accumulators. At the end of its k range the 8 lanes of a
+  column group add their partial sums through shared memory, lane 0 first, in a fixed order.
+* **axpy** (L contiguous along Q: A in N, or B in T). Each lane reads 4 consecutive elements
+  of Q of one k row of L (a 16-byte vector), a CTA of 256 threads owns 1024 elements of Q, and
+  each k contributes ``S(p, k) * L(q, k)`` to the lane's ``P x 4`` accumulators, S's k row
+  being a broadcast 16-byte shared load. No lane shares an output with another.
+
+Both stage S through shared memory in pieces of ``KC`` k values, double-buffered with 4-byte
+``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic, and
+both load the next k step of L before multiplying the current one (register double
+buffering), so each lane keeps 4 x 16 bytes of L in flight. Rows of S past P are zero-filled;
+the multiply-adds of a row block of 4 are skipped when the whole block is past P (a branch the
+CTA takes uniformly), so m = 3 does a quarter of m = 16's arithmetic.
+
+K split: ``blockIdx.y`` is a split index s; the CTA covers k in
+``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha * partial + beta * C`` into
+the m x n column-major matrix at ``C + s * ldc * n``. One split (``gridDim.y == 1``) writes
+the result itself; several write partials into the handle's workspace (the plan passes the
+workspace as C, ``ldc = ldw`` and ``beta = 0``, so nothing is read there) and the fixed-order
+reduction (:mod:`sgblas.kernels.reduce`) adds them and applies beta. The ABI is
+:data:`sgblas.kernels.abi.GEMM_SPLIT`. ``k_chunk`` must be a multiple of 4 (16-byte alignment
+of the dot loads; the plan rounds it to a multiple of ``KC``).
+
+Alignment: only L is read with 16-byte accesses: its address must be 16-byte aligned and its
+leading dimension a multiple of 4. S and C are read and written element by element, so a
+tight ``lda = 3`` for a 3 x k A is fine. That is the alignment class ``a16`` in the names: of
+the large operand. Tails along k (dot) and Q (axpy) are read element by element, so no load
+reaches past the matrix.
+
+The kernel text is generated from :class:`SkinnyConfig` (like :mod:`sgblas.kernels.sgemm_simt`,
+so every register index is a constant) and compiled by :mod:`sgblas.kernels.skinny_jit`; this
+module imports without Numba.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sgblas.kernels.problem import GemmProblem
+from sgblas.runtime.device import SIMULATOR
+
+__all__ = ["SkinnyConfig", "MP", "MANIFEST", "generate_source", "grid_for", "guard"]
+
+#: The largest small dimension (m or n) these kernels take.
+MP: int = 16
+
+
+@dataclass(frozen=True)
+class SkinnyConfig:
+    """One skinny kernel: the transpose pair and which output dimension is small."""
+
+    transa: str
+    transb: str
+    small: str  # "m" or "n": the dimension that is at most MP
+    THREADS: int = 128
+    #: Launch bound: 3 CTAs of 128 threads per SM, at most 168 registers: the P x 4 accumulators
+    #: and two sets of 16-byte loads fit without spilling (2 CTAs of 256 threads, at most 128
+    #: registers, spilled 32-44 bytes).
+    min_blocks: int = 3
+
+    # dot: lanes per column along k, columns per lane, k per shared piece
+    LK = 8
+    NC = 4
+    KC_DOT = 128
+    # axpy: elements of Q per lane (one 16-byte vector), k per shared piece, k per step
+    VQ = 4
+    KC_AXPY = 32
+    KU = 4
+    STAGES = 2  # shared stages of S
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.transa, self.transb)
+
+    @property
+    def large(self) -> str:
+        """The large operand's array: B when m is small, A when n is small."""
+        return "B" if self.small == "m" else "A"
+
+    @property
+    def mode(self) -> str:
+        """"dot" when the large operand is contiguous along k, else "axpy"."""
+        kmajor = self.transb == "N" if self.large == "B" else self.transa == "T"
+        return "dot" if kmajor else "axpy"
+
+    @property
+    def KC(self) -> int:
+        return self.KC_DOT if self.mode == "dot" else self.KC_AXPY
+
+    @property
+    def QC(self) -> int:
+        """Elements of Q (the large output dimension) one CTA owns."""
+        if self.mode == "dot":
+            return (self.THREADS // 32) * (32 // self.LK) * self.NC
+        return self.THREADS * self.VQ
+
+    @property
+    def tile(self) -> tuple[int, int, int]:
+        """(rows of C, columns of C, k per piece) one CTA covers per piece."""
+        return (MP, self.QC, self.KC) if self.small == "m" else (self.QC, MP, self.KC)
+
+    @property
+    def launch_bounds(self) -> tuple[int, int]:
+        return (self.THREADS, self.min_blocks)
+
+    def name(self) -> str:
+        t = self.tile
+        return (f"sgemm_skinny_{self.mode}_{self.transa}{self.transb}".lower()
+                + f"_{t[0]}x{t[1]}x{t[2]}_{self.STAGES}s_a16")
+
+    def check(self) -> None:
+        assert self.transa in ("N", "T") and self.transb in ("N", "T") and self.small in ("m", "n")
+        assert self.THREADS % 32 == 0 and MP % 8 == 0
+        if self.mode == "dot":
+            assert self.KC_DOT == self.THREADS, "each thread stages one k column of S per piece"
+            assert self.NC == 4 and self.LK == 8, "the end-of-range reduction assumes 8 lanes x 4 columns"
+            assert 8 * self.NC * self.THREADS <= self.STAGES * MP * self.KC_DOT, \
+                "the reduction's 8-row rounds must fit in S's shared buffer"
+        else:
+            assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
+
+
+#: One kernel per transpose pair and small side: 8 variants, each the dot or axpy loop.
+MANIFEST: tuple[SkinnyConfig, ...] = tuple(
+    SkinnyConfig(ta, tb, small) for small in ("m", "n") for ta in "NT" for tb in "NT")
+
+
+def k_granule(cfg: SkinnyConfig) -> int:
+    """``k_chunk`` must be a multiple of this (one shared piece)."""
+    return cfg.KC
+
+
+def grid_for(cfg: SkinnyConfig, m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
+    """CTAs along x over the large output dimension, ``splits`` along y."""
+    q = n if cfg.small == "m" else m
+    if not 1 <= splits <= 65535:
+        raise ValueError(f"splits={splits} is not in 1..65535 (gridDim.y)")
+    return (max(1, -(-q // cfg.QC)), splits, 1)
+
+
+def guard(cfg: SkinnyConfig, p: GemmProblem) -> str | None:
+    """What a skinny kernel needs beyond math mode, pair and compute capability: the small
+    dimension at most :data:`MP`, and the large operand 16-byte aligned."""
+    if p.m < 1 or p.n < 1 or p.k < 1:
+        return f"m={p.m}, n={p.n}, k={p.k}: every dimension must be >= 1"
+    small = p.m if cfg.small == "m" else p.n
+    if small > MP:
+        return (f"{cfg.small}={small} is above {MP}, the largest small dimension of "
+                f"{cfg.name()} (the product is not bandwidth-bound there)")
+    ptr, ld, what = (p.b_ptr, p.ldb, "B") if cfg.large == "B" else (p.a_ptr, p.lda, "A")
+    if ptr % 16:
+        return (f"{what}'s address {ptr:#x} is not 16-byte aligned, which {cfg.name()}'s "
+                f"16-byte loads of the large operand need")
+    if ld % 4:
+        return (f"ld{what.lower()}={ld} is not a multiple of 4, so {cfg.name()}'s 16-byte loads "
+                f"of {what} would be misaligned")
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# Source generation
+
+
+def _roles(cfg: SkinnyConfig) -> dict:
+    """The names and strides the generated text uses for L, S and C."""
+    if cfg.small == "m":
+        # P = m (rows i), Q = n (columns j); L = op(B), S = op(A).
+        s_p, s_k = ("1", "lda") if cfg.transa == "N" else ("lda", "1")
+        return dict(L="B", ldl="ldb", S="A", P="m", Q="n", s_p=s_p, s_k=s_k, c_p="1", c_q="ldc")
+    # P = n (columns j), Q = m (rows i); L = op(A), S = op(B) with S(j, kk) = op(B)(kk, j).
+    s_p, s_k = ("ldb", "1") if cfg.transb == "N" else ("1", "ldb")
+    return dict(L="A", ldl="lda", S="B", P="n", Q="m", s_p=s_p, s_k=s_k, c_p="ldc", c_q="1")
+
+
+def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
+    cfg.check()
+    r = _roles(cfg)
+    L: list[str] = []
+    w = L.append
+    al = "" if SIMULATOR else ", alignment=16"
+    KC, T = cfg.KC, cfg.THREADS
+    SBUF = MP * KC  # floats per stage of S
+    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk):")
+    w(f"    Ss = cuda.shared.array({cfg.STAGES * SBUF}, float32{al})")
+    w("    tid = uint32(cuda.threadIdx.x)")
+    w("    warp = tid >> uint32(5)")
+    w("    lane = tid & uint32(31)")
+    w(f"    P = int64({r['P']})")
+    w(f"    Q = int64({r['Q']})")
+    w(f"    pl = uint32({r['P']})  # live rows of S: row blocks of 4 at or past it are skipped")
+    w("    kb = int64(cuda.blockIdx.y) * int64(k_chunk)")
+    w("    ke = min(int64(k), kb + int64(k_chunk))")
+    w(f"    ldl = int64({r['ldl']})")
+    w(f"    s_p = int64({r['s_p']})")
+    w(f"    s_k = int64({r['s_k']})")
+    w(f"    c_p = int64({r['c_p']})")
+    w(f"    c_q = int64({r['c_q']})")
+    w("    c_s = int64(cuda.blockIdx.y) * int64(ldc) * int64(n)  # this split's output matrix")
+    w(f"    npieces = (ke - kb + {KC - 1}) // {KC} if ke > kb else int64(0)")
+    w("    for_beta = beta != float32(0)")
+    if cfg.mode == "dot":
+        _dot_body(cfg, r, w, SBUF)
+    else:
+        _axpy_body(cfg, r, w, SBUF)
+    return L
+
+
+def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str) -> None:
+    """Issue the cp.async copies of S's piece ``piece`` into stage ``buf``: this thread copies
+    k column ``tid`` of the piece, every row (zero past P and past ke)."""
+    w(f"{ind}sk = kb + {piece} * {SBUF // MP} + int64(tid)")
+    w(f"{ind}skv = sk < ke")
+    w(f"{ind}sg = sk * s_k if skv else int64(0)")
+    w(f"{ind}sd = {buf} * {SBUF} + int64(tid)")
+    # Rows past P are not copied: their stale values only reach accumulators that are never
+    # stored. Past ke the copy zero-fills, since L's zeros there times a stale NaN would not be 0.
+    w(f"{ind}for t in range({MP}):")
+    w(f"{ind}    if t < P:")
+    w(f"{ind}        cp_async4(Ss, sd + t * {SBUF // MP}, {r['S']}, sg + t * s_p, uint32(4) if skv else uint32(0))")
+    w(f"{ind}cp_async_commit()")
+
+
+def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
+    KC, NC, LK = cfg.KC, cfg.NC, cfg.LK
+    STEPS = KC // (4 * LK)  # k steps of 32 per piece
+    Lr = r["L"]
+    w(f"    lr = lane % uint32({LK})   # 4 * lr: my k offset in a step")
+    w(f"    slot = lane // uint32({LK})")
+    w(f"    qb = int64(cuda.blockIdx.x) * {cfg.QC} + int64(warp * uint32({(32 // LK) * NC}) + slot)")
+    for c in range(NC):
+        w(f"    q{c} = qb + {c * (32 // LK)}")
+        w(f"    ok{c} = q{c} < Q")
+        w(f"    lc{c} = (q{c} if ok{c} else int64(0)) * ldl")
+    w(f"    acc = cuda.local.array({MP * NC}, float32)   # acc[i * {NC} + c]: row i, column q_c")
+    w(f"    for i in range({MP * NC}):")
+    w("        acc[i] = float32(0)")
+    w(f"    fb = cuda.local.array({2 * NC * 4}, float32)  # L vectors, two steps: fb[set*16 + c*4 + e]")
+    w(f"    for i in range({2 * NC * 4}):")
+    w("        fb[i] = float32(0)")
+
+    def load_l(ind: str, kexpr: str, s: int) -> None:
+        """Load the step at k offset kexpr (this lane's 4 k values) of my NC columns into set s."""
+        w(f"{ind}kn = {kexpr}")
+        w(f"{ind}full = kn + 4 <= ke")
+        for c in range(NC):
+            o = s * NC * 4 + c * 4
+            w(f"{ind}if ok{c} and full:")
+            w(f"{ind}    fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lc{c} + kn)")
+            w(f"{ind}else:")
+            for e in range(4):
+                w(f"{ind}    fb[{o + e}] = ldg1({Lr}, lc{c} + kn + {e}) if ok{c} and kn + {e} < ke "
+                  f"else float32(0)")
+
+    def compute(ind: str, st: str, s: int) -> None:
+        w(f"{ind}so = boff + {st} * {4 * LK} + int64(lr * uint32(4))")
+        for rb in range(MP // 4):
+            p = ind
+            if rb:
+                w(f"{ind}if pl > uint32({4 * rb}):")
+                p = ind + "    "
+            w(f"{p}for rr in range(4):")
+            w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC})")
+            w(f"{p}    for c in range({NC}):")
+            for e in range(4):
+                w(f"{p}        acc[({4 * rb} + rr) * {NC} + c] += a{e} * fb[{s * NC * 4} + c * 4 + {e}]")
+
+    w("    # ---- prologue: S's first piece, and my first step of L")
+    w("    if npieces > 0:")
+    _stage_dot(w, "        ", r, SBUF, "int64(0)", "int64(0)")
+    load_l("        ", "kb + int64(lr * uint32(4))", 0)
+    w("    for pc in range(npieces):")
+    w("        kp = kb + pc * " + str(KC))
+    w(f"        boff = (pc & 1) * {SBUF}")
+    w("        if pc + 1 < npieces:")
+    _stage_dot(w, "            ", r, SBUF, "(pc + 1)", "((pc + 1) & 1)")
+    w("            cp_async_wait1()")
+    w("        else:")
+    w("            cp_async_wait_all()")
+    w("        cuda.syncthreads()")
+    # Two k steps per iteration, register sets 0 and 1; the second loads the step after it,
+    # which past the piece is the next piece's first step (zeros when past ke).
+    w(f"        for sp in range({STEPS // 2}):")
+    for s in range(2):
+        w(f"            st = sp * 2 + {s}")
+        w(f"            # step st: load step st + 1 of L (zeros past ke) into set {1 - s}, multiply set {s}")
+        load_l("            ", f"kp + (st + 1) * {4 * LK} + int64(lr * uint32(4))", 1 - s)
+        compute("            ", "st", s)
+    w("        cuda.syncthreads()  # everyone is done with this stage before it is refilled")
+    assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
+
+    w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")
+    w("    gb = int64(warp * uint32(32) + slot * uint32(8))")
+    for rnd in range(MP // 8):
+        p = "    "
+        if rnd:
+            w(f"    if pl > uint32({8 * rnd}):")
+            p = "        "
+        w(f"{p}cuda.syncthreads()")
+        w(f"{p}for v in range({8 * NC}):")
+        w(f"{p}    Ss[v * {cfg.THREADS} + int64(tid)] = acc[{rnd * 8 * NC} + v]")
+        w(f"{p}cuda.syncthreads()")
+        w(f"{p}i = int64({8 * rnd}) + int64(lr)  # my row; my values are v = lr * {NC} + c")
+        for c in range(NC):
+            w(f"{p}rb{c} = int64(lr * uint32({NC}) + uint32({c})) * {cfg.THREADS} + gb")
+            w(f"{p}t{c} = Ss[rb{c}]")
+            w(f"{p}for l in range(1, 8):")
+            w(f"{p}    t{c} += Ss[rb{c} + l]")
+        w(f"{p}if i < P:")
+        for c in range(NC):
+            w(f"{p}    if ok{c}:")
+            w(f"{p}        off = c_s + i * c_p + q{c} * c_q")
+            w(f"{p}        C[off] = alpha * t{c} + beta * C[off] if for_beta else alpha * t{c}")
+
+
+def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
+    KC, KU, VQ = cfg.KC, cfg.KU, cfg.VQ
+    STEPS = KC // KU
+    Lr = r["L"]
+    PER = KC * MP // cfg.THREADS  # S elements each thread stages per piece
+    w(f"    q = int64(cuda.blockIdx.x) * {cfg.QC} + int64(tid) * {VQ}")
+    w("    qfull = q + 4 <= Q")
+    w("    qok = q < Q")
+    w("    lq = q if qok else int64(0)")
+    w(f"    acc = cuda.local.array({MP * VQ}, float32)   # acc[p * 4 + e]: row p, element q + e")
+    w(f"    for i in range({MP * VQ}):")
+    w("        acc[i] = float32(0)")
+    w(f"    fb = cuda.local.array({2 * KU * 4}, float32)  # L vectors, two steps: fb[set*16 + u*4 + e]")
+    w(f"    for i in range({2 * KU * 4}):")
+    w("        fb[i] = float32(0)")
+
+    def stage(ind: str, piece: str, buf: str) -> None:
+        # Element e = tid + T * t of the piece is S(p = e % MP, kk = e // MP), stored at Ss[kk][p].
+        w(f"{ind}sd = {buf} * {SBUF}")
+        for t in range(PER):
+            w(f"{ind}e = int64(tid) + {t * cfg.THREADS}")
+            w(f"{ind}sp = e % {MP}")
+            w(f"{ind}sk = kb + {piece} * {KC} + e // {MP}")
+            w(f"{ind}if sp < P:  # rows past P: see the dot kernel's staging")
+            w(f"{ind}    ok = sk < ke")
+            w(f"{ind}    cp_async4(Ss, sd + e, {r['S']}, sp * s_p + sk * s_k if ok else int64(0), "
+              f"uint32(4) if ok else uint32(0))")
+        w(f"{ind}cp_async_commit()")
+
+    def load_l(ind: str, kexpr: str, s: int) -> None:
+        for u in range(KU):
+            o = s * KU * 4 + u * 4
+            w(f"{ind}kn = {kexpr} + {u}")
+            w(f"{ind}lg = lq + kn * ldl")
+            w(f"{ind}if qfull and kn < ke:")
+            w(f"{ind}    fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lg)")
+            w(f"{ind}else:")
+            for e in range(4):
+                w(f"{ind}    fb[{o + e}] = ldg1({Lr}, lg + {e}) if kn < ke and q + {e} < Q else float32(0)")
+
+    def compute(ind: str, st: str, s: int) -> None:
+        w(f"{ind}so = boff + {st} * {KU * MP}")
+        for rb in range(MP // 4):
+            p = ind
+            if rb:
+                w(f"{ind}if pl > uint32({4 * rb}):")
+                p = ind + "    "
+            w(f"{p}for u in range({KU}):")
+            w(f"{p}    s0, s1, s2, s3 = lds4(Ss, so + u * {MP} + {4 * rb})")
+            w(f"{p}    for e in range(4):")
+            for j in range(4):
+                w(f"{p}        acc[{(4 * rb + j) * 4} + e] += s{j} * fb[{s * KU * 4} + u * 4 + e]")
+
+    w("    if npieces > 0:")
+    stage("        ", "int64(0)", "int64(0)")
+    load_l("        ", "kb", 0)
+    w("    for pc in range(npieces):")
+    w(f"        kp = kb + pc * {KC}")
+    w(f"        boff = (pc & 1) * {SBUF}")
+    w("        if pc + 1 < npieces:")
+    stage("            ", "(pc + 1)", "((pc + 1) & 1)")
+    w("            cp_async_wait1()")
+    w("        else:")
+    w("            cp_async_wait_all()")
+    w("        cuda.syncthreads()")
+    w(f"        for sp in range({STEPS // 2}):")
+    for s in range(2):
+        w(f"            st = sp * 2 + {s}")
+        w(f"            # step st: load the next {KU} k rows of L (zeros past ke) into set {1 - s}, multiply set {s}")
+        load_l("            ", f"kp + (st + 1) * {KU}", 1 - s)
+        compute("            ", "st", s)
+    w("        cuda.syncthreads()")
+    assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
+    w("    if qok:")
+    for pp in range(MP):
+        w(f"        if {pp} < P:")
+        w("            for e in range(4):")
+        w("                if q + e < Q:")
+        w(f"                    off = c_s + {pp} * c_p + (q + e) * c_q")
+        w(f"                    C[off] = alpha * acc[{pp * 4} + e] + beta * C[off] if for_beta "
+          f"else alpha * acc[{pp * 4} + e]")
+
+
+def generate_source(cfg: SkinnyConfig, fname: str) -> str:
+    """The Python source of the kernel function ``fname`` for ``cfg``."""
+    return "\n".join(_src_lines(cfg, fname)) + "\n"

@@ -1,0 +1,43 @@
+"""Building the skinny kernels (:mod:`sgblas.kernels.skinny`): the generated text, compiled
+with the names it uses. Imports Numba; only the registry's builder imports this module."""
+
+from __future__ import annotations
+
+import linecache
+
+from sgblas.kernels import skinny
+from sgblas.kernels.skinny import SkinnyConfig
+from sgblas.runtime.device import SIMULATOR
+
+__all__ = ["build_pyfunc"]
+
+
+def _namespace() -> dict:
+    from numba import cuda, float32, int64, uint32
+
+    from sgblas.kernels import memory
+
+    return {
+        "__name__": skinny.__name__,
+        "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
+        "ldg4": memory.ldg4, "lds4": memory.lds4, "ldg1": memory.ldg1,
+        "cp_async4": memory.cp_async4, "cp_async_commit": memory.cp_async_commit,
+        "cp_async_wait_all": memory.cp_async_wait_all,
+        # The count of a wait_group must be a constant: the factory makes that intrinsic.
+        "cp_async_wait1": memory.cp_async_wait_group(1),
+    }
+
+
+def build_pyfunc(cfg: SkinnyConfig, fname: str):
+    """The plain Python kernel function (not yet ``cuda.jit``-wrapped)."""
+    src = skinny.generate_source(cfg, fname)
+    if SIMULATOR:
+        filename = f"<generated {fname}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    else:
+        # Numba's cache keys a function by its file: the generator's file, so editing it
+        # invalidates what was cached (the sizes are literals in the generated text).
+        filename = skinny.__file__
+    ns = _namespace()
+    exec(compile(src, filename, "exec"), ns)  # noqa: S102 - source generated above
+    return ns[fname]

@@ -1,0 +1,182 @@
+"""The registry rows of issue 13: split-K GEMM, skinny GEMM and the fixed-order reduction.
+
+* **Split-K** (role ``"splitk"``): the SIMT generator's slice kernels (``TileConfig.split_k``,
+  ABI :data:`~sgblas.kernels.abi.GEMM_SPLIT`), one per row of :data:`SPLIT_MANIFEST`. A call
+  enqueues two kernels on the handle's stream: the slice kernel over a grid of output tiles x
+  ``splits``, each CTA writing ``alpha`` times its K slice's product into the handle's
+  workspace, then :data:`REDUCE_KERNEL`, which adds the ``splits`` partials in the order
+  s = 0, 1, ... and applies ``beta * C``. The workspace holds ``splits`` m x n partials with
+  leading dimension ``ldw`` = m rounded up to 4 (:func:`workspace_bytes`).
+* **Skinny** (role ``"skinny"``): :mod:`sgblas.kernels.skinny`, one per transpose pair and
+  small side. One launch when it does not split K; otherwise the same workspace and reduction.
+* **Reduction** (role ``"reduce"``): :mod:`sgblas.kernels.reduce`; in :data:`REGISTRY`, never
+  chosen for a problem by itself.
+
+How many splits a call uses is the dispatch heuristic's choice (:mod:`sgblas.dispatch.heuristic`,
+from the device's SM count and the handle's workspace); the spec's ``workspace(m, n, k)`` is
+the least a split variant needs (two partials), so a handle with less passes it over with
+that sentence.
+
+Alignment class of these rows: the operands they read with 16-byte accesses. The slice kernels
+read A and B so (C is never touched: their output is the workspace, and the reduction reads C
+with 16-byte accesses only when C allows it); a skinny kernel reads only its large operand so.
+:class:`PartialReadSpec` checks exactly those, so ``lda = 3`` for a 3 x k A does not stop a
+skinny kernel.
+
+``sgblas/kernels/spec.py`` appends these rows at its end (:func:`register`). This module does
+not import :mod:`sgblas.kernels.spec` at import time (spec imports it), only inside functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+from sgblas.kernels import abi, reduce, sgemm_simt, skinny
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.skinny import SkinnyConfig
+from sgblas.kernels.sgemm_simt import TileConfig
+
+__all__ = ["split_manifest", "SKINNY_MANIFEST", "workspace_bytes", "partial_bytes", "register",
+           "REDUCE_NAME", "MIN_PARTIALS"]
+
+#: The least number of partials a split variant works with, so the least workspace it needs.
+MIN_PARTIALS: int = 2
+
+REDUCE_NAME: str = reduce.NAME
+
+SKINNY_MANIFEST: tuple[SkinnyConfig, ...] = skinny.MANIFEST
+
+
+def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, ...]:
+    """The slice kernels: the 128x64 tile of every transpose pair, 16-byte class.
+
+    The 128x64 tile because it gives four CTAs per SM (twice the 128x128 tile's), so the fewest
+    splits fill the GPU; the 16-byte class only, because a problem whose A or B is less aligned
+    is rare among the long-K shapes split-K is for, and each row costs a compile.
+    """
+    rows = [dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest
+            if cfg.BM == 128 and cfg.BN == 64 and cfg.align == 16 and not cfg.split_k]
+    return tuple(rows)
+
+
+def partial_bytes(m: int, n: int) -> int:
+    """Bytes of one partial m x n product in the workspace (leading dimension ``ldw``)."""
+    return reduce.padded_rows(m) * n * 4
+
+
+def workspace_bytes(m: int, n: int, splits: int) -> int:
+    """Bytes of workspace ``splits`` partials need (0 for one: it writes C itself)."""
+    return 0 if splits <= 1 else splits * partial_bytes(m, n)
+
+
+def _partial_guard(p: GemmProblem) -> str | None:
+    """What writing partials needs: their 32-bit group index in the reduction."""
+    if reduce.padded_rows(p.m) * p.n >= 4 * reduce.MAX_GROUPS:
+        return (f"m={p.m} x n={p.n} is too large for a partial product in the workspace "
+                f"(the reduction indexes 4-row groups with 32 bits)")
+    return None
+
+
+def _make_spec_class():
+    from sgblas.kernels.spec import KernelSpec
+
+    class PartialReadSpec(KernelSpec):
+        """A variant that reads only some of A, B and C with vector accesses: the alignment
+        class applies to those (``config.vector_operands``), the others may have any address
+        and leading dimension."""
+
+        def can_implement(self, p: GemmProblem) -> str | None:
+            vector = _vector_operands(self.config)
+            dummy = {}
+            if "A" not in vector:
+                dummy.update(a_ptr=0, lda=4)
+            if "B" not in vector:
+                dummy.update(b_ptr=0, ldb=4)
+            if "C" not in vector:
+                dummy.update(c_ptr=0, ldc=4)
+            # The guards of these rows read m, n, k and the vector operands only, which keep
+            # their real values.
+            return KernelSpec.can_implement(self, p._replace(**dummy) if dummy else p)
+
+    return PartialReadSpec
+
+
+def _vector_operands(cfg: Any) -> tuple[str, ...]:
+    if isinstance(cfg, SkinnyConfig):
+        return (cfg.large,)
+    return ("A", "B")  # a slice kernel writes the workspace, never C
+
+
+@functools.cache
+def _spec_class():
+    return _make_spec_class()
+
+
+def _split_spec(cfg: TileConfig):
+    name = f"sgemm_splitk_{cfg.transa}{cfg.transb}".lower() + f"_{cfg.name()}_{cfg.STAGES}s_a{cfg.align}"
+
+    def guard(p: GemmProblem) -> str | None:
+        return sgemm_simt.guard(cfg, p) or _partial_guard(p)
+
+    return _spec_class()(
+        name=name, role="splitk", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=cfg.align,
+        tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
+        launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
+        grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n, MIN_PARTIALS),
+        builder=lambda: sgemm_simt.build_pyfunc(cfg, name), guard=guard,
+        workspace=lambda m, n, k: workspace_bytes(m, n, MIN_PARTIALS),
+        launches=2, blocks_per_sm=cfg.min_blocks, config=cfg)
+
+
+def _skinny_spec(cfg: SkinnyConfig):
+    name = cfg.name()
+
+    def builder() -> Callable:
+        from sgblas.kernels import skinny_jit
+
+        return skinny_jit.build_pyfunc(cfg, name)
+
+    def guard(p: GemmProblem) -> str | None:
+        return skinny.guard(cfg, p) or _partial_guard(p)
+
+    return _spec_class()(
+        name=name, role="skinny", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=16, tile=cfg.tile,
+        stages=cfg.STAGES, block=(cfg.THREADS, 1, 1), launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
+        grid=lambda m, n, k: skinny.grid_for(cfg, m, n, 1), builder=builder, guard=guard,
+        blocks_per_sm=cfg.min_blocks, config=cfg)
+
+
+def _reduce_spec():
+    from sgblas.kernels.spec import KernelSpec
+
+    def builder() -> Callable:
+        from sgblas.kernels import reduce_jit
+
+        return reduce_jit.build()
+
+    return KernelSpec(
+        name=reduce.NAME, role="reduce", abi=abi.REDUCE, pair=None, align=4, tile=(4, reduce.THREADS, 1),
+        stages=1, block=reduce.BLOCK, launch_bounds=reduce.LAUNCH_BOUNDS, min_cc=(5, 0),
+        grid=lambda m, n, k: reduce.grid(m, n), builder=builder)
+
+
+def register(gemm_kernels: tuple, registry: tuple, by_name: dict) -> tuple[tuple, tuple]:
+    """``(GEMM_KERNELS, REGISTRY)`` with this module's rows added; ``by_name`` (the registry's
+    name index) is updated in place. The skinny and split rows go before the general kernels,
+    which stay last (the backstop)."""
+    from sgblas.kernels import spec as registry_module
+
+    rows = tuple(_skinny_spec(cfg) for cfg in SKINNY_MANIFEST) + tuple(
+        _split_spec(cfg) for cfg in split_manifest(registry_module.SIMT_MANIFEST))
+    general = tuple(s for s in gemm_kernels if s.name.startswith("sgemm_general_"))
+    rest = tuple(s for s in gemm_kernels if not s.name.startswith("sgemm_general_"))
+    new_gemm = rest + rows + general
+    reduce_spec = _reduce_spec()
+    new_registry = new_gemm + tuple(s for s in registry if s not in gemm_kernels) + (reduce_spec,)
+    for spec in rows + (reduce_spec,):
+        if spec.name in by_name:
+            raise ValueError(f"variant name {spec.name} is registered twice")
+        by_name[spec.name] = spec
+    return new_gemm, new_registry

@@ -1,0 +1,102 @@
+"""Each calling convention is written once; what it derives matches what Numba compiles.
+
+For every ABI of :mod:`sgblas.kernels.abi` a probe kernel with that signature is compiled to
+PTX for sm_90 (no GPU needed; a subprocess, since the test session may run under the
+simulator), and its entry's parameter list is compared with the ABI's packed layout: the same
+number of parameters, in the same order, of the same sizes. The packer is checked to put each
+value where the layout says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sgblas.kernels import abi
+from sgblas.runtime.abi import ARRAY, Abi
+
+REPO = str(Path(__file__).resolve().parents[2])
+ABIS = {name: value for name, value in vars(abi).items() if isinstance(value, Abi)}
+
+_SCRIPT = r"""
+import json, re, sys
+from numba import cuda
+from sgblas.kernels import abi
+out = {}
+for name in sys.argv[1:]:
+    a = getattr(abi, name)
+    params = ", ".join(p for p, _ in a.params)
+    namespace = {}
+    exec(f"def probe({params}):\n    pass\n", namespace)
+    ptx, _ = cuda.compile_ptx(namespace["probe"], a.signature().args, cc=(9, 0))
+    entry = re.search(r"\.entry\s+\w+\s*\((.*?)\)", ptx, re.S).group(1)
+    out[name] = re.findall(r"\.param\s+\.(\w+)", entry)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def ptx_params() -> dict[str, list[str]]:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, *ABIS], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", sorted(ABIS))
+def test_layout_matches_the_ptx_parameter_list(ptx_params, name):
+    a = ABIS[name]
+    sizes = [int(re.sub(r"\D", "", t)) // 8 for t in ptx_params[name]]
+    layout = struct.Struct(a.struct_format)
+    slot_sizes = []
+    for _, kind in a.params:
+        slot_sizes += [8] * 7 if kind == ARRAY else [4]
+    assert sizes == slot_sizes, (name, ptx_params[name])
+    assert len(a.offsets) == len(sizes)
+    assert all(off % size == 0 for off, size in zip(a.offsets, sizes))  # natural alignment
+    assert layout.size >= a.offsets[-1] + sizes[-1]
+
+
+@pytest.mark.parametrize("name", sorted(ABIS))
+def test_the_packer_puts_each_value_at_its_offset(name):
+    import ctypes
+
+    a = ABIS[name]
+    values, expected = [], []
+    for i, (_, kind) in enumerate(a.params):
+        if kind == ARRAY:
+            ptr, extent = 0x7F0000000000 + 16 * i, 1000 + i
+            values += [ptr, extent]
+            expected += [0, 0, extent, 4, ptr, extent, 4]
+        else:
+            v = 3 + i if kind == "i32" else 0.5 + i
+            values.append(v)
+            expected.append(v)
+    address = a.pack(*values)
+    storage = a.layout.buffers()[0]
+    pointers = ctypes.cast(address, ctypes.POINTER(ctypes.c_void_p))
+    for slot, (offset, want) in enumerate(zip(a.offsets, expected)):
+        assert pointers[slot] == ctypes.addressof(storage) + offset
+        fmt = "<q" if isinstance(want, int) and (want > 2**31 or slot_is_array(a, slot)) else (
+            "<f" if isinstance(want, float) else "<i")
+        got = struct.unpack_from(fmt, storage, offset)[0]
+        assert got == want, (name, slot, got, want)
+
+
+def slot_is_array(a: Abi, slot: int) -> bool:
+    i = 0
+    for _, kind in a.params:
+        width = 7 if kind == ARRAY else 1
+        if slot < i + width:
+            return kind == ARRAY
+        i += width
+    raise IndexError(slot)

@@ -1,0 +1,162 @@
+"""The public API as a user and a type checker see it, and the precision promise in the code.
+
+* Every name in ``sgblas.__all__`` exists, has a docstring and appears in ``docs/api.md``.
+* Public functions, and the public methods and properties of public classes, annotate every
+  parameter and their return, and the annotations resolve.
+* The package ships its ``py.typed`` marker (PEP 561).
+* ``docs/api.md`` promises strict FP32: no tensor core, no TF32, no flush-to-zero. The PTX of one
+  variant of every kernel generator in the registry is compiled for sm_90 (no GPU needed) and
+  searched for the instructions that would break it. ``tests/test_precision_gpu.py`` checks the
+  same promise on a GPU, against the environment's TF32 switches.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+import sgblas
+
+REPO = Path(__file__).resolve().parents[1]
+API_MD = (REPO / "docs" / "api.md").read_text()
+
+
+def _public_names() -> list[str]:
+    return [name for name in sgblas.__all__ if name != "__version__"]
+
+
+def test_every_public_name_exists_is_documented_and_is_in_the_reference():
+    assert len(set(sgblas.__all__)) == len(sgblas.__all__), "a name is listed twice in __all__"
+    assert isinstance(sgblas.__version__, str) and re.fullmatch(r"\d+\.\d+\.\d+\S*", sgblas.__version__)
+    for name in _public_names():
+        assert hasattr(sgblas, name), f"sgblas.__all__ lists {name}, which sgblas does not define"
+        obj = getattr(sgblas, name)
+        assert inspect.getdoc(obj), f"sgblas.{name} has no docstring"
+        assert re.search(rf"\b{re.escape(name)}\b", API_MD), f"docs/api.md does not mention {name}"
+
+
+def _annotation_gaps(fn: typing.Callable, skip_first: bool) -> list[str]:
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())[1 if skip_first else 0:]
+    gaps = [p.name for p in params if p.annotation is inspect.Parameter.empty]
+    if sig.return_annotation is inspect.Signature.empty:
+        gaps.append("return")
+    typing.get_type_hints(fn)  # every annotation names something that exists
+    return gaps
+
+
+def _members(cls: type) -> typing.Iterator[tuple[str, typing.Callable]]:
+    """The functions a class defines itself that users call: public methods and properties,
+    and ``__init__``."""
+    for attr, member in vars(cls).items():
+        if attr.startswith("_") and attr != "__init__":
+            continue
+        if isinstance(member, property):
+            member = member.fget
+        elif isinstance(member, (staticmethod, classmethod)):
+            member = member.__func__
+        if inspect.isfunction(member):
+            yield attr, member
+
+
+def test_public_functions_and_methods_are_fully_annotated():
+    gaps = {}
+    for name in _public_names():
+        obj = getattr(sgblas, name)
+        if inspect.isclass(obj):
+            for attr, fn in _members(obj):
+                missing = _annotation_gaps(fn, skip_first=not isinstance(vars(obj)[attr], staticmethod))
+                if missing:
+                    gaps[f"{name}.{attr}"] = missing
+        elif inspect.isfunction(obj):
+            missing = _annotation_gaps(obj, skip_first=False)
+            if missing:
+                gaps[name] = missing
+    assert not gaps, f"parameters or returns without annotations: {gaps}"
+
+
+def test_is_available_is_false_under_the_simulator_and_never_raises():
+    from sgblas.runtime.device import BACKEND
+
+    available = sgblas.is_available()
+    assert isinstance(available, bool)
+    if BACKEND.simulated:
+        assert available is False  # the simulator is not a CUDA device
+
+
+def test_the_package_ships_its_py_typed_marker():
+    import tomllib  # Python 3.11; CI runs 3.11 or newer
+
+    assert (Path(sgblas.__file__).parent / "py.typed").is_file()
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["sgblas"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the precision promise, statically
+# ---------------------------------------------------------------------------------------------
+
+#: Tensor-core matrix instructions of every generation (mma.sync, wmma, wgmma, tcgen05.mma),
+#: TF32 conversions and operands, and flush-to-zero modifiers (what fastmath adds).
+FORBIDDEN = re.compile(r"\b(?:wg|w)?mma\b|\bmma_async\b|\btcgen05\.|\.tf32\b|\.ftz\b")
+
+_PTX_SCRIPT = r"""
+import sys
+from sgblas.kernels.spec import by_name
+from sgblas.runtime.build import compile_ptx
+open(sys.argv[2], "w").write(compile_ptx(by_name(sys.argv[1]), (9, 0)))
+"""
+
+
+def _representatives() -> list:
+    """One variant of each kernel generator: variants of a generator share its builder's code."""
+    from sgblas.kernels.spec import REGISTRY
+
+    first = {}
+    for spec in REGISTRY:
+        first.setdefault(getattr(spec.builder, "__code__", spec.builder), spec)
+    return list(first.values())
+
+
+@pytest.fixture(scope="module")
+def sm90_ptx(tmp_path_factory) -> dict[str, tuple[str, str]]:
+    """``name -> (role, PTX for sm_90)`` of each representative, compiled by Numba outside the
+    simulator (which cannot compile), one process per generator, all at once."""
+    out_dir = tmp_path_factory.mktemp("ptx")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["SGBLAS_NO_WARMUP"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    running = []
+    for spec in _representatives():
+        path = out_dir / f"{spec.name}.ptx"
+        proc = subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, spec.name, str(path)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        running.append((spec, path, proc))
+    result = {}
+    for spec, path, proc in running:
+        _, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"compiling {spec.name} for sm_90 failed:\n{stderr[-4000:]}"
+        result[spec.name] = (spec.role, path.read_text())
+    return result
+
+
+def test_every_generator_is_represented(sm90_ptx):
+    roles = {role for role, _ in sm90_ptx.values()}
+    assert {"gemm", "scale"} <= roles, json.dumps(sorted(sm90_ptx))
+
+
+def test_no_tensor_core_tf32_or_flush_to_zero_instruction_in_any_generator(sm90_ptx):
+    for name, (role, ptx) in sm90_ptx.items():
+        found = sorted({m.group(0) for m in FORBIDDEN.finditer(ptx)})
+        assert not found, f"the sm_90 PTX of {name} contains {found}, which breaks strict FP32"
+        if role == "gemm":
+            # The product itself: FP32 fused multiply-adds, rounded to nearest.
+            assert "fma.rn.f32" in ptx, f"the sm_90 PTX of {name} has no fma.rn.f32"
