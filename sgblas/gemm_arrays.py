@@ -77,7 +77,9 @@ def default_handle(device: int | None = None, stream: Any = None) -> Handle:
 
     Creating one makes no call wait: the kernels were made resident in the device's context at
     import or by an earlier handle (see docs/api.md, "Streams"), and the workspace is allocated
-    with ``cuMemAlloc``, which does not wait for running work.
+    with ``cuMemAlloc``, which does not wait for running work. On a stream being captured into
+    a CUDA graph, where allocating is not allowed, the handle gets no workspace (its calls then
+    run kernels that need none).
     """
     if device is None:
         from sgblas.runtime.device import current_device
@@ -86,8 +88,21 @@ def default_handle(device: int | None = None, stream: Any = None) -> Handle:
     raw = stream_handle(stream)
     handle = _default_handles.get((device, raw))
     if handle is None or handle.closed:
-        handle = _default_handles[(device, raw)] = Handle(device, stream=raw)
+        from sgblas.runtime.device import BACKEND
+
+        capturing = not BACKEND.simulated and _capturing(raw)
+        handle = _default_handles[(device, raw)] = Handle(device, stream=raw,
+                                                         workspace_bytes=0 if capturing else None)
     return handle
+
+
+def _capturing(raw: int) -> bool:
+    from sgblas.runtime import driver
+
+    try:
+        return driver.stream_capturing(raw)
+    except driver.DriverError:  # a stream the driver refuses: Handle reports it
+        return False
 
 
 def _allocate_like(a: Any, rows: int, cols: int, handle: Handle) -> Any:

@@ -9,9 +9,9 @@ padding must keep its bits, and with beta == 0 C starts as NaN, which must not r
   {0, 1, 0.5}. ``--quick`` runs the reduced sweep instead.
 * Without one, the reduced sweep under Numba's CUDA simulator, which runs the same kernel code
   on the CPU: every transpose pair at small shapes with tails, tight, padded and 16-byte-aligned
-  leading dimensions, and every alpha and beta class. The simulator has
-  to be switched on before ``numba.cuda`` is imported, and importing sgblas has already chosen
-  its backend, so the command runs itself again in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``.
+  leading dimensions, and every alpha and beta class. The simulator has to be switched on
+  before ``numba.cuda`` is imported, and importing sgblas has already chosen its backend, so the
+  command runs itself again in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``.
 
 Prints one row per case (shape, pair, leading dimensions, the kernel ``sgblas.explain`` names,
 the worst error over the tolerance) and, for a failure, the case's seed and what was wrong.
@@ -45,8 +45,9 @@ GPU_PADS = (0, 3)
 #: (m, n, k, pad, ld multiple, nonzero-alpha products) of the reduced sweep, for each pair: one
 #: element; tails inside one tile and one K slice, padded; M and N tails across warps and lanes
 #: with a K tail, padded; and leading dimensions that are multiples of 4 with m % 4 == 0 (the
-#: 16-byte alignment class) and a K loop of two slices. The simulator spends about half a
-#: second on each launch of one CTA, so each case is one CTA and runs few products.
+#: 16-byte alignment class) and a K loop of two slices. The simulator runs every thread of a
+#: CTA as a Python thread, so its cost goes by launches and CTAs: each case is one CTA and runs
+#: few products.
 REDUCED_SHAPES = ((1, 1, 1, 0, 1, 2), (5, 7, 3, 3, 1, 2), (33, 18, 9, 1, 1, 1), (36, 18, 19, 1, 4, 1))
 
 #: The marker the command passes to the copy of itself it starts under the simulator.
@@ -176,7 +177,7 @@ def _parser(here: Mode) -> argparse.ArgumentParser:
                         help="random seed of the first case (default: from the clock; printed either way)")
     parser.add_argument("--quick", action="store_true", help="the reduced sweep, also on a GPU")
     parser.add_argument("--list", action="store_true", help="print the cases that would run, and exit")
-    parser.add_argument(_CHILD_FLAG, action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(_CHILD_FLAG, dest="simulator_child", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -194,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     here = mode()
     args = _parser(here).parse_args(argv)
-    is_child = getattr(args, _CHILD_FLAG.lstrip("-").replace("-", "_"))
+    is_child = args.simulator_child
     quick = args.quick or here.how != "gpu"
     cases = reduced_sweep() if quick else full_sweep()
     if args.list:
@@ -230,7 +231,10 @@ def _sweep(cases: list[SweepCase], seed: int | None, which: str) -> int:
     t0 = time.perf_counter()
     with handle:
         for index, case in enumerate(cases):
-            result = run_case(handle, case, seed + index)
+            try:
+                result = run_case(handle, case, seed + index)
+            except Exception as exc:  # one broken case must not hide the others' results
+                result = CaseResult(None, float("inf"), [f"seed={seed + index}: {type(exc).__name__}: {exc}"])
             verdict = "ok" if not result.failures else "FAIL"
             print(f"{case.row()}  {result.kernel or '-':<34} {result.worst:9.3f}  {verdict}", flush=True)
             for line in result.failures:

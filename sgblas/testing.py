@@ -92,8 +92,10 @@ def stored_shape(trans: str, rows: int, cols: int) -> tuple[int, int]:
 def padded_ld(rows: int, pad: int = 0, multiple: int = 1) -> int:
     """``rows + pad`` rounded up to a multiple of ``multiple``, and at least 1: the leading
     dimension of a stored ``rows``-row matrix with ``pad`` or more padding rows."""
-    if pad < 0 or multiple < 1:
-        raise ValueError(f"pad={pad} must be >= 0 and multiple={multiple} >= 1")
+    if pad < 0:
+        raise ValueError(f"pad={pad} is negative; padding rows are counted from 0")
+    if multiple < 1:
+        raise ValueError(f"multiple={multiple} is below 1")
     ld = max(1, rows + pad)
     return -(-ld // multiple) * multiple
 
@@ -104,8 +106,9 @@ def extent(rows: int, cols: int, ld: int) -> int:
     return (cols - 1) * ld + rows if rows and cols else 0
 
 
-def _strided(buf: np.ndarray, rows: int, cols: int, ld: int) -> np.ndarray:
-    return np.lib.stride_tricks.as_strided(buf, shape=(rows, cols), strides=(buf.itemsize, ld * buf.itemsize))
+def _strided(buf: np.ndarray, rows: int, cols: int, ld: int, writeable: bool = True) -> np.ndarray:
+    return np.lib.stride_tricks.as_strided(buf, shape=(rows, cols), strides=(buf.itemsize, ld * buf.itemsize),
+                                           writeable=writeable)
 
 
 def _blank(rows: int, cols: int, ld: int, padding: float, pad_bits: np.uint32 | int | None) -> np.ndarray:
@@ -140,9 +143,10 @@ def to_column_major(x: np.ndarray, ld: int | None = None, padding: float = np.na
     if x.ndim != 2:
         raise ValueError(f"x has {x.ndim} dimensions; a matrix has 2")
     rows, cols = x.shape
-    buf = _blank(rows, cols, max(1, rows) if ld is None else ld, padding, pad_bits)
+    ld = max(1, rows) if ld is None else ld
+    buf = _blank(rows, cols, ld, padding, pad_bits)
     if rows and cols:
-        _strided(buf, rows, cols, max(1, rows) if ld is None else ld)[...] = x
+        _strided(buf, rows, cols, ld)[...] = x
     return buf
 
 
@@ -154,8 +158,7 @@ def as_matrix(buf: np.ndarray, rows: int, cols: int, ld: int) -> np.ndarray:
     if buf.size < extent(rows, cols, ld):
         raise ValueError(f"a buffer of {buf.size} elements cannot hold a {rows} x {cols} matrix with "
                          f"ld={ld}, which spans {extent(rows, cols, ld)}")
-    return np.lib.stride_tricks.as_strided(buf, shape=(rows, cols), strides=(buf.itemsize, ld * buf.itemsize),
-                                           writeable=False)
+    return _strided(buf, rows, cols, ld, writeable=False)
 
 
 def matrix_mask(size: int, rows: int, cols: int, ld: int) -> np.ndarray:

@@ -40,8 +40,8 @@ def test_reduced_sweep_covers_the_contract():
 
 
 def test_reduced_sweep_is_small_enough_for_the_simulator():
-    # About half a second of CPU per launch of one CTA: keep the sweep to a CTA per launch
-    # and a few dozen launches.
+    # The simulator runs every thread of a CTA as a Python thread: CI can afford a CTA per
+    # launch and a few dozen launches.
     cases = selftest.reduced_sweep()
     assert all(c.m <= 128 and c.n <= 64 for c in cases)
     assert sum(a != 0.0 for c in cases for a, _ in c.alpha_betas) <= 30

@@ -42,7 +42,7 @@ from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["FILL_TARGET", "WAVE_TARGET", "MIN_SPLIT_CHUNK", "MAX_SPLITS", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
-           "Ranked", "Split", "occupancy", "ctas", "fill", "rank", "split_for", "is_backstop"]
+           "Ranked", "Split", "occupancy", "ctas", "fill", "rank", "split_for", "pinned_split", "is_backstop"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -175,6 +175,21 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
     f = _wave_fill(tiles * s.splits, n_slots)
     return s, (f"{tiles} tiles x {s.splits} slices of K = {tiles * s.splits} CTAs fill {f:.0%} of the "
                f"{props.sm_count} SMs' resident slots in whole waves")
+
+
+def pinned_split(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int) -> Split | None:
+    """The split a split-K or skinny variant runs ``p`` with when it is pinned (chosen by the
+    caller, not by :func:`rank`): the heuristic's, or for a split-K variant whose split the
+    heuristic would not make, two slices (the second empty when k fits in one granule, which
+    stores zeros); None when the workspace does not hold two partials."""
+    split, _ = split_for(spec, p, props, workspace_bytes)
+    if split is not None or spec.role != "splitk":
+        return split
+    if workspace_bytes < splitk.workspace_bytes(p.m, p.n, splitk.MIN_PARTIALS):
+        return None
+    granule = _granule(spec)
+    chunk = -(-(-(-p.k // splitk.MIN_PARTIALS)) // granule) * granule
+    return Split(splitk.MIN_PARTIALS, chunk)
 
 
 def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,

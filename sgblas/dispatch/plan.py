@@ -114,7 +114,13 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
     plans = handle._plans
     plan = plans.get(key)
     if pin is not None:
-        plan = plans[key] = make_plan(handle, pin, None, m, n, k, c_ptr, ldc)
+        split = None
+        if pin.role in ("splitk", "skinny"):
+            problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
+            split = heuristic.pinned_split(pin, problem, handle.properties, handle.workspace_bytes)
+            if split is None:
+                return None
+        plan = plans[key] = make_plan(handle, pin, split, m, n, k, c_ptr, ldc)
     if plan is None:
         if reads_ab:
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)

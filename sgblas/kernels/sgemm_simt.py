@@ -294,16 +294,18 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
               f"into {o.sh}[k][{o.ext}]")
             w(f"    {p}_q = (tid % uint32({qb})) * uint32({V})")
             w(f"    {p}_j = tid // uint32({qb})")
+            kb = " + kbeg" if split else ""
+            # One global base per thread; the k group and the column pass of each load are a
+            # constant offset and a multiple of {p}_cs, the shared slot a constant offset.
+            w(f"    {p}_g = int64({p}_q){kb} + ({o.org} + int64({p}_j)) * {o.ld}")
+            if nl > rq:
+                w(f"    {p}_cs = {o.ld} * {cpp}   # the next column pass")
+            for c in range(nl // rq):
+                j = f"{p}_j + uint32({cpp * c})" if c else f"{p}_j"
+                w(f"    {p}_ok{c} = {o.org} + int64({j}) < int64({o.ext})")
             for r in range(nl):
-                q = f"{p}_q + uint32({V * qb * (r % rq)})" if r % rq else f"{p}_q"
-                j = f"{p}_j + uint32({cpp * (r // rq)})" if r // rq else f"{p}_j"
-                kb = " + kbeg" if split else ""
-                w(f"    {p}_q{r} = {q}")
-                w(f"    {p}_j{r} = {j}")
-                w(f"    {p}_ok{r} = {o.org} + int64({p}_j{r}) < int64({o.ext})")
-                w(f"    {p}_g{r} = int64({p}_q{r}){kb} + ({o.org} + int64({p}_j{r})) * {o.ld}")
-                w(f"    {p}_w{r} = int64({p}_q{r} * uint32({o.S}) + {p}_j{r})")
                 w(f"    {' = '.join(f'x{p}{r}_{e}' for e in range(V))} = float32(0)")
+            w(f"    {p}_w = int64({p}_q * uint32({o.S}) + {p}_j)")
             w(f"    {p}_ws = int64(0)                                  # store stage offset")
     w("    a_r = int64(am0)                                 # my As fragment base, stage 0")
     w("    b_r = int64(bn0)                                 # my Bs fragment base, stage 0")
@@ -344,31 +346,39 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
                 w(f"{p}    cp_async4({o.sh}, {soff} + {e}, {o.arr}, {goff} + {e}, "
                   f"{x}_e{e} if {kpred} else uint32(0))")
 
+    def reg_slot(o: _Operand, r: int) -> tuple[int, int]:
+        """(k offset, column pass) of a register-staged operand's load r."""
+        g = geo[o.p]
+        return V * g["qb"] * (r % g["rq"]), r // g["rq"]
+
     def issue_reg(o: _Operand, p: str, tail: bool) -> None:
-        """Load the slice at {p}_g{r} into registers; with tail, zero from k column kv on."""
+        """Load the slice at {p}_g into registers; with tail, zero from k column kv on."""
         x = o.p
         load = {4: "ldg4", 2: "ldg2", 1: "ldg1"}[V]
         for r in range(geo[x]["n"]):
+            kq, c = reg_slot(o, r)
+            at = f"{x}_g" + (f" + {kq}" if kq else "") + (f" + {c} * {x}_cs" if c else "")
+            q = f"{x}_q + uint32({kq})" if kq else f"{x}_q"
             dst = ", ".join(f"x{x}{r}_{e}" for e in range(V))
             if not tail:
-                w(f"{p}if {x}_ok{r}:")
-                w(f"{p}    {dst} = {load}({o.arr}, {x}_g{r})")
+                w(f"{p}if {x}_ok{c}:")
+                w(f"{p}    {dst} = {load}({o.arr}, {at})")
             elif V == 1:
-                w(f"{p}x{x}{r}_0 = ldg1({o.arr}, {x}_g{r}) if {x}_ok{r} and {x}_q{r} < kv "
-                  f"else float32(0)")
+                w(f"{p}x{x}{r}_0 = ldg1({o.arr}, {at}) if {x}_ok{c} and {q} < kv else float32(0)")
             else:
-                w(f"{p}if {x}_ok{r} and {x}_q{r} + uint32({V}) <= kv:")
-                w(f"{p}    {dst} = {load}({o.arr}, {x}_g{r})")
+                w(f"{p}if {x}_ok{c} and {q} + uint32({V}) <= kv:")
+                w(f"{p}    {dst} = {load}({o.arr}, {at})")
                 w(f"{p}else:")
                 for e in range(V):
-                    w(f"{p}    x{x}{r}_{e} = ldg1({o.arr}, {x}_g{r} + {e}) if {x}_ok{r} and "
-                      f"{x}_q{r} + uint32({e}) < kv else float32(0)")
+                    w(f"{p}    x{x}{r}_{e} = ldg1({o.arr}, {at} + {e}) if {x}_ok{c} and "
+                      f"{q} + uint32({e}) < kv else float32(0)")
 
     def store_reg(o: _Operand, p: str) -> None:
         x = o.p
         for r in range(geo[x]["n"]):
+            kq, c = reg_slot(o, r)
             for e in range(V):
-                w(f"{p}sts1({o.sh}, {x}_ws + {x}_w{r} + {e * o.S}, x{x}{r}_{e})")
+                w(f"{p}sts1({o.sh}, {x}_ws + {x}_w + {(kq + e) * o.S + geo[x]['cpp'] * c}, x{x}{r}_{e})")
 
     def issue_start(p: str, tail: bool) -> None:
         """The copies that start with a K step: every cp.async and the first register one."""
@@ -392,8 +402,7 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         for o in ops:
             x = o.p
             if o.kmajor:
-                for r in range(geo[x]["n"]):
-                    w(f"{p}{x}_g{r} += {BK}")
+                w(f"{p}{x}_g += {BK}")
                 w(f"{p}{x}_ws = int64({STAGE[x]}) - {x}_ws")
             else:
                 w(f"{p}{x}_g += {x}_step")
@@ -461,6 +470,12 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     return L
 
 
+#: How the epilogue is written: "columns" unrolls its 8 columns in the text and loops over the
+#: two row groups and the tail rows (NVVM unrolls those loops, so acc keeps constant indices);
+#: "flat" writes every store out. Both give the same SASS; "columns" is a third of the text.
+EPILOGUE_STYLE = "columns"
+
+
 def _epilogue(cfg: TileConfig, w) -> None:
     """C = alpha * acc + beta * C with vector accesses of the alignment class where whole,
     element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
@@ -476,6 +491,50 @@ def _epilogue(cfg: TileConfig, w) -> None:
     w("    ldc64 = int64(ldc)")
     load = {4: "ldg4", 2: "ldg2"}.get(V)
     store = {4: "stg4", 2: "stg2"}.get(V)
+    if EPILOGUE_STYLE == "flat":
+        _epilogue_flat(cfg, w, load, store)
+        return
+    w("    r_base = row0 + int64(am0)")
+    for sn in range(2):
+        for e in range(4):
+            j = sn * 4 + e
+            w(f"    cj = col0 + int64(bn0 + uint32({sn * WN // 2 + e}))")
+            w("    if cj < int64(n):")
+            w("        for sm in range(2):")
+            w(f"            r = r_base + sm * {WM // 2}")
+            w(f"            off = {'c_base + ' if split else ''}cj * ldc64 + r")
+            p = "            "
+            for g in range(4 // V if V > 1 else 1):
+                at = f"off + {g * V}" if g else "off"
+                if V > 1:
+                    rows = range(g * V, (g + 1) * V)
+                    vals = {i: f"acc[sm * 32 + {i * 8 + j}]" for i in rows}
+                    w(f"{p}if r + {V * (g + 1)} <= int64(m):")
+                    if split:
+                        w(f"{p}    {store}(C, {at}, " + ", ".join(f"alpha * {vals[i]}" for i in rows) + ")")
+                    else:
+                        w(f"{p}    if for_beta:")
+                        w(f"{p}        " + ", ".join(f"d{i}" for i in rows) + f" = {load}(C, {at})")
+                        w(f"{p}        {store}(C, {at}, " + ", ".join(
+                            f"alpha * {vals[i]} + beta * d{i}" for i in rows) + ")")
+                        w(f"{p}    else:")
+                        w(f"{p}        {store}(C, {at}, " + ", ".join(f"alpha * {vals[i]}" for i in rows) + ")")
+                    w(f"{p}else:")
+                    q = p + "    "
+                else:
+                    q = p
+                w(f"{q}for i in range({g * V}, {(g + 1) * V if V > 1 else 4}):")
+                w(f"{q}    if r + i < int64(m):")
+                w(f"{q}        v = alpha * acc[sm * 32 + i * 8 + {j}]")
+                if split:
+                    w(f"{q}        stg1(C, off + i, v)")
+                else:
+                    w(f"{q}        stg1(C, off + i, v + beta * ldg1(C, off + i) if for_beta else v)")
+
+
+def _epilogue_flat(cfg: TileConfig, w, load, store) -> None:
+    V, WM, WN = cfg.VEC, cfg.WM, cfg.WN
+    split = cfg.split_k
     for sm in range(2):
         w(f"    r{sm} = row0 + int64(am0 + uint32({sm * WM // 2}))")
         if V > 1:

@@ -196,6 +196,13 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
     SBUF = MP * KC  # floats per stage of S
     w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk):")
     w(f"    Ss = cuda.shared.array({cfg.STAGES * SBUF}, float32{al})")
+    if SIMULATOR:
+        # Rows of S past P are never copied (their products are never stored); the simulator's
+        # shared memory starts as arbitrary bits, whose products would only raise overflow
+        # warnings there.
+        w(f"    for i in range(int(cuda.threadIdx.x), {cfg.STAGES * SBUF}, {cfg.THREADS}):")
+        w("        Ss[i] = float32(0)")
+        w("    cuda.syncthreads()")
     w("    tid = uint32(cuda.threadIdx.x)")
     w("    warp = tid >> uint32(5)")
     w("    lane = tid & uint32(31)")

@@ -30,6 +30,7 @@ __all__ = [
     "current_context",
     "context_device",
     "stream_context",
+    "stream_capturing",
     "push_context",
     "pop_context",
     "pointer_attributes",
@@ -95,7 +96,8 @@ def _bind(lib) -> None:
         "cuDeviceGetAttribute": [_INT_P, ctypes.c_int, ctypes.c_int],
         "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
         "cuDevicePrimaryCtxRetain": [_PP, ctypes.c_int],
-        "cuDevicePrimaryCtxGetState": [ctypes.POINTER(ctypes.c_uint), _INT_P, ctypes.c_int],
+        "cuDevicePrimaryCtxGetState": [ctypes.c_int, ctypes.POINTER(ctypes.c_uint), _INT_P],
+        "cuStreamIsCapturing": [_P, _INT_P],
         "cuCtxGetCurrent": [_PP],
         "cuCtxGetDevice": [_INT_P],
         "cuCtxPushCurrent_v2": [_P],
@@ -217,7 +219,7 @@ def primary_context_active(ordinal: int) -> bool:
     without creating it."""
     flags, active = ctypes.c_uint(), ctypes.c_int()
     _check("cuDevicePrimaryCtxGetState",
-           _lib().cuDevicePrimaryCtxGetState(ctypes.byref(flags), ctypes.byref(active), _device(ordinal)))
+           _lib().cuDevicePrimaryCtxGetState(_device(ordinal), ctypes.byref(flags), ctypes.byref(active)))
     return bool(active.value)
 
 
@@ -258,6 +260,14 @@ def stream_context(stream: int) -> int:
     ctx = ctypes.c_void_p()
     _check("cuStreamGetCtx", _lib().cuStreamGetCtx(stream, ctypes.byref(ctx)))
     return ctx.value or 0
+
+
+def stream_capturing(stream: int) -> bool:
+    """Whether ``stream`` (a raw ``CUstream``, 0 for the legacy default stream) is being
+    captured into a CUDA graph."""
+    status = ctypes.c_int()
+    _check("cuStreamIsCapturing", _lib().cuStreamIsCapturing(stream, ctypes.byref(status)))
+    return status.value != 0
 
 
 def push_context(context: int) -> None:

@@ -1,0 +1,150 @@
+"""The dispatch heuristic's choices from synthetic device properties (no GPU, no kernel run).
+
+An H200 (132 SMs), a GPU with eight times fewer SMs, and the handle's workspace: which tile,
+when K is split and into how many slices, when the skinny kernels take over, and what
+``choose`` says about every variant it passes over. The many-tile shapes keep the choices they
+had before split-K existed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sgblas.dispatch import heuristic
+from sgblas.dispatch.plan import choose
+from sgblas.enums import MathMode
+from sgblas.kernels import splitk
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.spec import GEMM_KERNELS
+from sgblas.runtime.device import DeviceProperties
+
+H200 = DeviceProperties(132, 2048, 32, 65536, 233472)
+SMALL = DeviceProperties(16, 2048, 32, 65536, 102400)
+MIB = 1024 * 1024
+WORKSPACE = 32 * MIB
+BASE = 0x7F0000000000
+PAIRS = ("NN", "NT", "TN", "TT")
+
+
+def problem(m, n, k, pair="NN", cc=(9, 0)):
+    ta, tb = pair
+    lda = m if ta == "N" else k
+    ldb = k if tb == "N" else n
+    return GemmProblem(cc, MathMode.FP32, ta, tb, m, n, k, BASE, lda, BASE + 2**34, ldb, BASE + 2**35, m)
+
+
+def chosen(m, n, k, pair="NN", props=H200, workspace=WORKSPACE):
+    return choose(problem(m, n, k, pair), props, workspace)
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_many_tile_shapes_keep_the_tile_kernels(pair):
+    tag = pair.lower()
+    assert chosen(2048, 2048, 2048, pair).spec.name == f"sgemm_simt_{tag}_128x128x16_2s_a16"
+    assert chosen(1024, 1024, 1024, pair).spec.name == f"sgemm_simt_{tag}_128x64x16_2s_a16"
+    for shape in ((4096, 4096, 4096), (5000, 3000, 1000), (4096, 4096, 64), (8192, 8192, 8192)):
+        c = chosen(*shape, pair)
+        assert c.spec.role == "gemm" and c.split is None, (shape, c.spec.name)
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("shape, splits, k_chunk", [
+    ((128, 8192, 8192), 4, 2048),
+    ((8192, 128, 8192), 4, 2048),
+    ((1000, 1000, 100000), 4, 25008),
+    ((512, 512, 65536), 16, 4096),
+    ((256, 256, 16384), 16, 1024),
+    ((256, 256, 262144), 64, 4096),
+])
+def test_few_output_tiles_with_long_k_split_k(pair, shape, splits, k_chunk):
+    c = chosen(*shape, pair)
+    assert c.spec.name == f"sgemm_splitk_{pair.lower()}_128x64x16_2s_a16", c.spec.name
+    assert c.split == heuristic.Split(splits, k_chunk)
+    assert k_chunk % 16 == 0 and (splits - 1) * k_chunk < shape[2] <= splits * k_chunk
+    reasons = dict(c.passed_over)
+    tile = reasons[f"sgemm_simt_{pair.lower()}_128x64x16_2s_a16"]
+    assert "splits K instead" in tile and "CTAs fill" in tile, tile
+    assert str(splits) in c.note and "workspace" in c.note
+
+
+def test_splits_follow_the_sm_count():
+    # 128 tiles of 128x64: 528 slots on 132 SMs take 4 slices, 64 slots on 16 SMs none
+    # (the tile kernels fill them already).
+    assert chosen(128, 8192, 8192).split.splits == 4
+    small = chosen(128, 8192, 8192, props=SMALL)
+    assert small.spec.role == "gemm" and small.split is None
+    # 32 tiles of 128x64: 16 slices on 132 SMs, 2 on 16 SMs (64 slots).
+    assert chosen(512, 512, 65536).split.splits == 16
+    assert chosen(512, 512, 65536, props=SMALL).split.splits == 2
+
+
+def test_short_k_is_not_split():
+    c = chosen(128, 8192, 1024)
+    assert c.spec.name == "sgemm_simt_nn_128x64x16_2s_a16"
+    reason = dict(c.passed_over)["sgemm_splitk_nn_128x64x16_2s_a16"]
+    assert reason == f"k=1024 is too short to split: each of 2 slices would keep less than {heuristic.MIN_SPLIT_CHUNK} of it"
+
+
+def test_the_workspace_caps_the_splits_and_too_little_takes_a_kernel_that_needs_none():
+    per = splitk.partial_bytes(512, 512)
+    assert chosen(512, 512, 65536, workspace=3 * per).split.splits == 3
+    assert chosen(512, 512, 65536, workspace=2 * per).split.splits == 2
+    c = chosen(512, 512, 65536, workspace=2 * per - 1)
+    assert c.spec.name == "sgemm_simt_nn_128x64x16_2s_a16" and c.split is None
+    reason = dict(c.passed_over)["sgemm_splitk_nn_128x64x16_2s_a16"]
+    assert reason == f"it needs {2 * per} bytes of workspace and the handle has {2 * per - 1}"
+    c = chosen(512, 512, 65536, workspace=0)
+    assert dict(c.passed_over)["sgemm_splitk_nn_128x64x16_2s_a16"].endswith("the handle has 0")
+
+
+def test_long_k_is_split_for_accuracy_when_the_workspace_holds_it():
+    c = chosen(2048, 2048, 16384)
+    assert c.spec.name == "sgemm_splitk_nn_128x64x16_2s_a16" and c.split == heuristic.Split(2, 8192)
+    # 8 slices of 8192: 8 partials of 16 MiB do not fit in 32 MiB, and fewer would not be
+    # short enough, so the tile kernel runs it.
+    c = chosen(2048, 2048, 65536)
+    assert c.split is None and "for accuracy" in dict(c.passed_over)["sgemm_splitk_nn_128x64x16_2s_a16"]
+    assert chosen(2048, 2048, 65536, workspace=128 * MIB).split == heuristic.Split(8, 8192)
+    # Below ACCURACY_SPLIT_K, tiles that fill the GPU are not split.
+    assert chosen(2048, 2048, 8192).split is None
+    # A problem too large for the workspace keeps the tile kernel (no error, no split).
+    assert chosen(4096, 4096, 16384).spec.name == "sgemm_simt_nn_128x128x16_2s_a16"
+
+
+@pytest.mark.parametrize("shape, name, splits", [
+    ((3, 8192, 8192), "sgemm_skinny_dot_nn_16x64x128_2s_a16", 3),
+    ((8192, 3, 8192), "sgemm_skinny_axpy_nn_512x16x32_2s_a16", 24),
+    ((16, 16384, 4096), "sgemm_skinny_dot_nn_16x64x128_2s_a16", 3),
+    ((1, 16384, 16384), "sgemm_skinny_dot_nn_16x64x128_2s_a16", 3),
+])
+def test_skinny_shapes_take_the_skinny_kernels(shape, name, splits):
+    c = chosen(*shape)
+    assert c.spec.name == name and c.split.splits == splits, (c.spec.name, c.split)
+    reasons = dict(c.passed_over)
+    assert "bound by memory bandwidth" in reasons["sgemm_general_nn_128x64x16_2s_a4"]
+
+
+def test_skinny_without_workspace_runs_in_one_launch():
+    c = chosen(3, 8192, 8192, workspace=0)
+    assert c.spec.role == "skinny" and c.split.splits == 1 and c.split.k_chunk >= 8192
+    assert c.note == "K is not split: one launch"
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_skinny_covers_every_pair_and_side(pair):
+    assert chosen(5, 9000, 3000, pair).spec.role == "skinny"
+    assert chosen(9000, 5, 3000, pair).spec.role == "skinny"
+    assert chosen(17, 9000, 3000, pair).spec.role != "skinny"
+
+
+def test_every_variant_gets_a_sentence():
+    for shape in ((128, 8192, 8192), (3, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 16384)):
+        c = chosen(*shape)
+        named = {name for name, _ in c.refused + c.passed_over}
+        assert named == {s.name for s in GEMM_KERNELS} - {c.spec.name}
+        assert all(isinstance(r, str) and len(r) > 20 for _, r in c.refused + c.passed_over)
+
+
+def test_the_choice_is_a_function_of_shape_device_and_workspace():
+    a = [chosen(1000, 1000, 100000).split for _ in range(3)]
+    assert a[0] == a[1] == a[2]

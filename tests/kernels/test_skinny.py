@@ -1,0 +1,196 @@
+"""The skinny kernels (:mod:`sgblas.kernels.skinny`): m or n at most 16.
+
+* Each of the eight variants (transpose pair x small side; the dot loop where the large
+  operand is contiguous along k, the axpy loop where it is contiguous along the large output
+  dimension) launched directly under the simulator (or on a GPU): small sides 1, 3, 9 and 16
+  (a row block past P skipped, a partial one, two reduction rounds), tails along Q and k,
+  several shared pieces of S, one split (writing C with alpha and beta; beta == 0 on a NaN C)
+  and several (partials into a workspace, added here in split order).
+* Through ``sgblas.sgemm``: the heuristic picks the variant of the pair and the small side,
+  and the result is right; a tight ``lda = 3`` of a 3 x k A does not stop it.
+* The guard: small side above 16, a misaligned large operand, its leading dimension.
+* Static: the PTX for sm_90 of a dot and an axpy variant has no local memory, 16-byte global
+  and shared loads, ``cp.async`` and no flush-to-zero or tensor-core instruction (a subprocess:
+  the simulator cannot compile).
+
+Every case checks all of C against a float64 reference with a K-aware tolerance, and C's
+padding bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import sgblas
+from sgblas import Status
+from sgblas.enums import MathMode
+from sgblas.kernels import reduce, skinny
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.spec import GEMM_KERNELS, by_name
+from sgblas.runtime.loader import dispatcher
+from sgblas.testing import GemmCase
+from tests.reference import assert_gemm_close, make_operands, reference_gemm
+
+CONFIGS = {(cfg.transa, cfg.transb, cfg.small): cfg for cfg in skinny.MANIFEST}
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+def _run(cfg, m, n, k, alpha, beta, splits, ops) -> np.ndarray:
+    """Launch ``cfg``'s kernel: one split writes C, several write partials that are then added
+    here in split order (the reduction kernel's order) with beta * C."""
+    spec = by_name(cfg.name())
+    granule = 4
+    chunk = -(-(-(-k // splits)) // granule) * granule
+    grid = skinny.grid_for(cfg, m, n, splits)
+    kern = dispatcher(spec)[grid, spec.block]
+    d_a, d_b = cuda.to_device(ops.A), cuda.to_device(ops.B)
+    if splits == 1:
+        d_c = cuda.to_device(ops.C)
+        kern(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), d_a, np.int32(ops.lda), d_b,
+             np.int32(ops.ldb), np.float32(beta), d_c, np.int32(ops.ldc), np.int32(chunk))
+        return d_c.copy_to_host()
+    ldw = reduce.padded_rows(m)
+    d_w = cuda.to_device(np.full(splits * ldw * n, np.nan, np.float32))
+    kern(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), d_a, np.int32(ops.lda), d_b,
+         np.int32(ops.ldb), np.float32(0.0), d_w, np.int32(ldw), np.int32(chunk))
+    w = d_w.copy_to_host().reshape(splits, n, ldw)[:, :, :m]
+    total = w[0].copy()
+    for s in range(1, splits):
+        total = total + w[s]
+    got = ops.C.copy()
+    for j in range(n):
+        col = got[j * ops.ldc: j * ops.ldc + m]
+        got[j * ops.ldc: j * ops.ldc + m] = total[j] + np.float32(beta) * col if beta else total[j]
+    return got
+
+
+def _shape(cfg, p: int, k: int) -> tuple[int, int, int]:
+    """m, n, k with the small side p and a large side that leaves a tail past whole CTAs."""
+    q = cfg.QC + 5
+    return (p, q, k) if cfg.small == "m" else (q, p, k)
+
+
+#: (small side, k, splits, alpha, beta): see the module docstring.
+CASES = [
+    (3, 37, 1, 1.0, 0.0),
+    (16, 300, 1, -1.5, 0.5),
+    (9, 530, 3, 0.5, 2.0),
+    (1, 70, 2, 2.0, 0.0),
+]
+
+
+@pytest.mark.parametrize("key", sorted(CONFIGS), ids=lambda key: CONFIGS[key].name())
+@pytest.mark.parametrize("small, k, splits, alpha, beta", CASES)
+def test_each_variant(key, small, k, splits, alpha, beta):
+    cfg = CONFIGS[key]
+    m, n, k = _shape(cfg, small, k)
+    seed = _seed(cfg.name(), m, n, k, splits)
+    rng = np.random.default_rng(seed)
+    ops = make_operands(rng, cfg.transa, cfg.transb, m, n, k, (1, 2, 3), nan_c=(beta == 0.0), ld_multiple=4)
+    ref = reference_gemm(cfg.transa, cfg.transb, m, n, k, alpha, ops.A, ops.lda, ops.B, ops.ldb, beta,
+                         ops.C, ops.ldc)
+    got = _run(cfg, m, n, k, alpha, beta, splits, ops)
+    assert_gemm_close(got, ref, seed=seed, label=f"{cfg.name()} m={m} n={n} k={k} splits={splits}")
+
+
+def _explain(h, case):
+    return sgblas.explain(h, case.ta, case.tb, case.m, case.n, case.k, case.dA, case.lda, case.dB, case.ldb,
+                          case.dC, case.ldc)
+
+
+@pytest.mark.parametrize("ta, tb", [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")])
+@pytest.mark.parametrize("small", ["m", "n"])
+def test_sgemm_takes_the_skinny_variant(ta, tb, small):
+    m, n, k = (3, 200, 300) if small == "m" else (200, 3, 300)
+    case = GemmCase(_seed("api", ta, tb, small), ta, tb, m, n, k, ld_multiple=4)
+    with sgblas.Handle() as h:
+        assert _explain(h, case).kernel == CONFIGS[(ta, tb, small)].name()
+        before = case.reset_c(nan=True)
+        assert sgblas.sgemm(h, *case.args(1.25, 0.0)) == Status.SUCCESS, sgblas.last_error_message()
+        case.check(1.25, 0.0, C_before=before)
+
+
+def test_a_tight_lda_of_three_is_fine():
+    """3 x k A with lda = 3 (not a multiple of 4): only B, the large operand, is read by vectors."""
+    m, n, k = 3, 70, 92
+    with sgblas.Handle() as h:
+        case = GemmCase(_seed("lda3"), "N", "N", m, n, k)
+        assert case.lda == 3 and case.ldb % 4 == 0
+        explanation = _explain(h, case)
+        assert explanation.kernel == CONFIGS[("N", "N", "m")].name(), str(explanation)
+        before = case.reset_c()
+        assert sgblas.sgemm(h, *case.args(1.0, 1.0)) == Status.SUCCESS
+        case.check(1.0, 1.0, C_before=before)
+
+
+BASE = 0x7F0000000000
+
+
+def _problem(ta="N", tb="N", m=3, n=8192, k=8192, a=BASE, lda=None, b=BASE + 2**32, ldb=None):
+    lda = lda if lda is not None else (m if ta == "N" else k)
+    ldb = ldb if ldb is not None else (k if tb == "N" else n)
+    return GemmProblem((9, 0), MathMode.FP32, ta, tb, m, n, k, a, lda, b, ldb, BASE + 2**33 + 4, m)
+
+
+def test_guard_sentences_name_the_value():
+    spec = by_name(CONFIGS[("N", "N", "m")].name())
+    assert spec.can_implement(_problem()) is None  # lda = 3, C misaligned: neither is read by vectors
+    assert "m=17 is above 16" in spec.can_implement(_problem(m=17))
+    assert "B's address 0x7f0100000004 is not 16-byte aligned" in spec.can_implement(_problem(b=BASE + 2**32 + 4))
+    assert "ldb=8193 is not a multiple of 4" in spec.can_implement(_problem(ldb=8193))
+    spec_n = by_name(CONFIGS[("T", "N", "n")].name())
+    assert "A's address" in spec_n.can_implement(_problem("T", "N", m=8192, n=3, a=BASE + 8))
+    assert spec_n.can_implement(_problem("T", "N", m=8192, n=3, b=BASE + 2**32 + 4, ldb=8195)) is None
+
+
+def test_every_variant_is_registered_with_its_loop():
+    names = {s.name for s in GEMM_KERNELS if s.role == "skinny"}
+    assert names == {cfg.name() for cfg in skinny.MANIFEST} and len(names) == 8
+    modes = {(cfg.transa, cfg.transb, cfg.small): cfg.mode for cfg in skinny.MANIFEST}
+    assert modes[("N", "N", "m")] == "dot" and modes[("N", "N", "n")] == "axpy"
+    assert modes[("N", "T", "m")] == "axpy" and modes[("T", "N", "n")] == "dot"
+
+
+_PTX_SCRIPT = r"""
+import json, sys
+from numba import cuda
+from sgblas.kernels.spec import by_name
+out = {}
+for name in sys.argv[1:]:
+    spec = by_name(name)
+    ptx, _ = cuda.compile_ptx(spec.build(), spec.abi.signature().args, cc=(9, 0), launch_bounds=spec.launch_bounds)
+    out[name] = ptx
+print(json.dumps(out))
+"""
+
+
+def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
+    names = [CONFIGS[("N", "N", "m")].name(), CONFIGS[("N", "N", "n")].name(), reduce.NAME]
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = REPO
+    done = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, *names], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ptxs = json.loads(done.stdout)
+    for name, ptx in ptxs.items():
+        assert "ld.local" not in ptx and "st.local" not in ptx, f"{name} uses local memory"
+        assert ".ftz" not in ptx, f"{name} flushes denormals"
+        for bad in ("mma.sync", "wgmma", ".tf32"):
+            assert bad not in ptx, f"{name} has {bad}"
+        assert "ld.global.v4.f32" in ptx, f"{name} has no 16-byte global load"
+    for name in names[:2]:
+        assert "ld.shared.v4.f32" in ptxs[name] and "cp.async.ca.shared.global" in ptxs[name]
+        assert ptxs[name].count("fma.rn.f32") >= 256

@@ -1,0 +1,235 @@
+"""Split-K on the CPU (the CUDA simulator runs the real kernels; on a GPU these run there too).
+
+* The fixed-order reduction, launched directly: C is bit for bit the float32 sum of the
+  partials taken in split order s = 0, 1, ... (partials of very different magnitudes, so
+  another order would give other bits), for split counts that exercise its four-at-a-time
+  loop and its remainder, rows in whole 16-byte groups and the partial group at row m, C
+  accessed by vectors or element by element; beta == 0 never reads C (NaN there stays out);
+  C's padding rows are never written.
+* Split-K calls through ``sgblas.sgemm`` for every transpose pair, with the heuristic's
+  minimum slice lowered so that tiny problems split (the simulator runs a 128 x 64 tile in
+  seconds): the result against float64, beta == 0 on a NaN C, alpha and beta nontrivial,
+  ``explain`` naming the slice kernel.
+* The workspace rules: a handle with too little workspace runs a kernel that needs none, and
+  ``explain`` says how many bytes the split variant needed; a workspace for exactly two
+  partials gets two; ``set_workspace`` forgets the plans; k == 0 and alpha == 0 still take the
+  scale kernel.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import sgblas
+from sgblas import Status
+from sgblas.dispatch import heuristic
+from sgblas.dispatch.plan import choose
+from sgblas.kernels import reduce, splitk
+from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SCALE_KERNEL, SIMT_MANIFEST, by_name
+from sgblas.runtime.loader import dispatcher
+from sgblas.testing import GemmCase
+
+PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
+SPLIT_SPECS = {s.pair: s for s in GEMM_KERNELS if s.role == "splitk"}
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+# --------------------------------------------------------------------------------------------
+# the reduction, launched directly
+# --------------------------------------------------------------------------------------------
+
+def _partials(rng, splits: int, m: int, n: int, ldw: int) -> np.ndarray:
+    """Partials whose magnitudes span eight decades, NaN in the rows past m."""
+    w = np.full((splits, n, ldw), np.nan, np.float32)
+    mags = (10.0 ** rng.uniform(-4, 4, size=(splits, n, m))).astype(np.float32)
+    w[:, :, :m] = rng.standard_normal((splits, n, m)).astype(np.float32) * mags
+    return w
+
+
+def _in_order(w: np.ndarray, m: int, order) -> np.ndarray:
+    """The float32 sum of the partials in ``order``, one addition at a time: (n, m)."""
+    order = list(order)
+    acc = w[order[0], :, :m].copy()
+    for s in order[1:]:
+        acc = acc + w[s, :, :m]  # float32 + float32 rounds to float32, as the kernel's FADD
+    return acc
+
+
+def _run_reduce(m: int, n: int, w: np.ndarray, ldw: int, beta: float, c: np.ndarray, ldc: int,
+                c_vec: int) -> np.ndarray:
+    spec = by_name(reduce.NAME)
+    d_w, d_c = cuda.to_device(w.reshape(-1)), cuda.to_device(c)
+    dispatcher(spec)[reduce.grid(m, n), reduce.BLOCK](
+        np.int32(m), np.int32(n), np.int32(w.shape[0]), d_w, np.int32(ldw), np.float32(beta), d_c,
+        np.int32(ldc), np.int32(c_vec))
+    return d_c.copy_to_host()
+
+
+@pytest.mark.parametrize("splits", [1, 2, 5, 9])
+@pytest.mark.parametrize("m, c_vec", [(8, 1), (7, 0), (13, 1), (1, 0)])
+def test_reduction_sums_in_split_order_bit_for_bit(splits, m, c_vec):
+    n, seed = 5, _seed("order", splits, m, c_vec)
+    rng = np.random.default_rng(seed)
+    ldw = reduce.padded_rows(m)
+    ldc = ldw + 4 if c_vec else m + 3
+    w = _partials(rng, splits, m, n, ldw)
+    c = np.full(ldc * n, np.nan, np.float32)  # beta == 0: C's NaNs must not leak
+    got = _run_reduce(m, n, w, ldw, 0.0, c, ldc, c_vec).reshape(n, ldc)
+    want = _in_order(w, m, range(splits))
+    np.testing.assert_array_equal(got[:, :m].view(np.uint32), want.view(np.uint32),
+                                  err_msg=f"seed={seed}: not the sum in split order")
+    assert np.isnan(got[:, m:]).all(), f"seed={seed}: the reduction wrote C's padding rows"
+    if splits >= 3:
+        # The data make the order visible: summing backwards gives other bits somewhere.
+        backwards = _in_order(w, m, reversed(range(splits)))
+        assert (backwards.view(np.uint32) != want.view(np.uint32)).any()
+
+
+@pytest.mark.parametrize("c_vec", [0, 1])
+def test_reduction_applies_beta_to_c(c_vec):
+    m, n, splits, beta = 10, 3, 6, -0.75
+    seed = _seed("beta", c_vec)
+    rng = np.random.default_rng(seed)
+    ldw = reduce.padded_rows(m)
+    ldc = 16
+    w = _partials(rng, splits, m, n, ldw)
+    c = rng.standard_normal(ldc * n).astype(np.float32)
+    got = _run_reduce(m, n, w, ldw, beta, c.copy(), ldc, c_vec).reshape(n, ldc)
+    cm = c.reshape(n, ldc)
+    want = _in_order(w, m, range(splits)) + np.float32(beta) * cm[:, :m]
+    # The device may fuse beta * C into the last addition (one rounding fewer).
+    np.testing.assert_allclose(got[:, :m], want, rtol=2e-7, atol=0, err_msg=f"seed={seed}")
+    np.testing.assert_array_equal(got[:, m:], cm[:, m:], err_msg=f"seed={seed}: padding rows written")
+
+
+def test_reduction_grid_covers_every_group_and_strides_past_its_cap():
+    assert reduce.grid(1, 1) == (1, 1, 1)
+    assert reduce.grid(1024, 1) == (1, 1, 1)
+    assert reduce.grid(1025, 1) == (2, 1, 1)
+    assert reduce.grid(4096, 2**20)[0] == reduce.MAX_CTAS  # the grid-stride loop covers the rest
+
+
+# --------------------------------------------------------------------------------------------
+# split-K through sgemm
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def tiny_splits(monkeypatch):
+    """Let the heuristic split tiny problems: the simulator cannot afford a 1024-long slice."""
+    monkeypatch.setattr(heuristic, "MIN_SPLIT_CHUNK", 16)
+
+
+def _explain(h, case):
+    return sgblas.explain(h, case.ta, case.tb, case.m, case.n, case.k, case.dA, case.lda, case.dB, case.ldb,
+                          case.dC, case.ldc)
+
+
+#: (pair, m, n, k): M and N tails, K with a partial last step and slices of unequal length.
+SPLIT_CASES = [
+    (("N", "N"), 20, 24, 100),
+    (("N", "T"), 36, 70, 80),
+    (("T", "N"), 132, 20, 72),
+    (("T", "T"), 17, 65, 49),
+]
+
+
+@pytest.mark.parametrize("pair, m, n, k", SPLIT_CASES, ids=lambda c: c if isinstance(c, int) else "".join(c))
+def test_split_k_calls_every_pair(tiny_splits, pair, m, n, k):
+    case = GemmCase(_seed("split", pair, m, n, k), pair[0], pair[1], m, n, k, pad=1, ld_multiple=4)
+    with sgblas.Handle() as h:
+        explanation = _explain(h, case)
+        assert explanation.kernel == SPLIT_SPECS[pair].name, str(explanation)
+        choice = choose(_problem(h, case), h.properties, h.workspace_bytes)
+        assert choice.split.splits >= 2 and choice.split.k_chunk % SPLIT_SPECS[pair].tile[2] == 0
+        assert "split" in choice.note
+        before = case.reset_c(nan=True)
+        assert sgblas.sgemm(h, *case.args(1.5, 0.0)) == Status.SUCCESS, sgblas.last_error_message()
+        case.check(1.5, 0.0, C_before=before)
+        before = case.reset_c()
+        assert sgblas.sgemm(h, *case.args(-1.0, 0.5)) == Status.SUCCESS, sgblas.last_error_message()
+        case.check(-1.0, 0.5, C_before=before)
+
+
+def _problem(h, case):
+    from sgblas.kernels.problem import GemmProblem
+
+    from sgblas.operands import read_operand
+
+    def ptr(x):
+        return read_operand(x, "X").ptr
+
+    return GemmProblem(h.cc, h.math_mode, case.ta, case.tb, case.m, case.n, case.k, ptr(case.dA), case.lda,
+                       ptr(case.dB), case.ldb, ptr(case.dC), case.ldc)
+
+
+def test_too_little_workspace_takes_a_kernel_that_needs_none(tiny_splits):
+    case = GemmCase(_seed("workspace"), "N", "N", 20, 24, 100, ld_multiple=4)
+    need = splitk.workspace_bytes(case.m, case.n, splitk.MIN_PARTIALS)
+    with sgblas.Handle(workspace_bytes=need - 4) as h:
+        explanation = _explain(h, case)
+        assert not explanation.kernel.startswith("sgemm_splitk_"), str(explanation)
+        reasons = dict(explanation.passed_over)
+        assert reasons[SPLIT_SPECS[("N", "N")].name] == (
+            f"it needs {need} bytes of workspace and the handle has {need - 4}"), str(explanation)
+        before = case.reset_c(nan=True)
+        assert sgblas.sgemm(h, *case.args(1.0, 0.0)) == Status.SUCCESS
+        case.check(1.0, 0.0, C_before=before)
+
+        # Exactly three partials' worth: three splits (more would fill the GPU better). A
+        # workspace set later forgets the old plans.
+        h.set_workspace(splitk.workspace_bytes(case.m, case.n, 3))
+        assert _explain(h, case).kernel == SPLIT_SPECS[("N", "N")].name
+        assert choose(_problem(h, case), h.properties, h.workspace_bytes).split.splits == 3
+        before = case.reset_c(nan=True)
+        assert sgblas.sgemm(h, *case.args(1.0, 0.0)) == Status.SUCCESS
+        case.check(1.0, 0.0, C_before=before)
+        h.set_workspace(0)
+        assert not _explain(h, case).kernel.startswith("sgemm_splitk_")
+
+
+def test_k_zero_and_alpha_zero_still_take_the_scale_kernel(tiny_splits):
+    case = GemmCase(_seed("scale"), "N", "N", 20, 24, 100, ld_multiple=4)
+    with sgblas.Handle() as h:
+        args = [case.ta, case.tb, case.m, case.n, 0, case.dA, case.lda, case.dB, case.ldb, case.dC, case.ldc]
+        assert sgblas.explain(h, *args).kernel == SCALE_KERNEL.name
+        before = case.reset_c()
+        assert sgblas.sgemm(h, *case.args(0.0, 2.0)) == Status.SUCCESS
+        got = case.dC.copy_to_host()
+        inside = np.zeros(got.size, bool)
+        for j in range(case.n):
+            inside[j * case.ldc: j * case.ldc + case.m] = True
+        np.testing.assert_array_equal(got[inside], np.float32(2.0) * before[inside])
+
+
+def test_the_registry_rows():
+    assert sorted(SPLIT_SPECS) == sorted(PAIRS)
+    for spec in SPLIT_SPECS.values():
+        assert spec.launches == 2 and spec.align == 16 and spec.config.split_k
+        assert spec.workspace(100, 30, 5000) == 2 * 100 * 30 * 4
+        assert spec.name == f"sgemm_splitk_{spec.pair[0]}{spec.pair[1]}".lower() + "_128x64x16_2s_a16"
+        assert spec.abi.name == "gemm_split"
+    assert len(splitk.split_manifest(SIMT_MANIFEST)) == 4
+    red = by_name(reduce.NAME)
+    assert red in REGISTRY and red not in GEMM_KERNELS and red.role == "reduce"
+    # The general kernels stay last: the backstop.
+    assert all(s.name.startswith("sgemm_general_") for s in GEMM_KERNELS[-4:])
+
+
+def test_a_split_variant_needs_only_a_and_b_aligned():
+    """C is never touched by the slice kernel, so C's alignment does not refuse it."""
+    from sgblas.enums import MathMode
+    from sgblas.kernels.problem import GemmProblem
+
+    base = 0x7F0000000000
+    p = GemmProblem((9, 0), MathMode.FP32, "N", "N", 101, 64, 4096, base, 104, base + 2**32, 4096,
+                    base + 2**33 + 4, 101)
+    assert SPLIT_SPECS[("N", "N")].can_implement(p) is None
+    reason = SPLIT_SPECS[("N", "N")].can_implement(p._replace(ldb=4097))
+    assert "ldb=4097" in reason

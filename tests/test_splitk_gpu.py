@@ -1,0 +1,171 @@
+"""Split-K and skinny products on a GPU: the real heuristic, the real sizes.
+
+* Every transpose pair takes split-K at a few-tile, long-K shape, and the result is right.
+* Determinism: the same call gives the same bits run to run, on two different streams and
+  through two handles; the reduction adds the partials in a fixed order, never with atomics.
+* beta == 0 under split-K: a C full of NaN does not leak into the result.
+* A split-K call captured in a CUDA graph (driver API) replays to the same bits as the eager
+  call, with fresh inputs too.
+* Too little workspace: the call takes a kernel that needs none, ``explain`` says why, and the
+  result is right.
+* Skinny shapes (m or n small) for every pair and side, one launch or split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import sgblas
+from sgblas import Status
+from sgblas.testing import GemmCase
+
+pytestmark = pytest.mark.gpu
+
+SEED = 1313
+PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
+#: Few output tiles, long K: 2 x 6 tiles of 128 x 64 on a GPU of 100+ SMs split K.
+M, N, K = 256, 384, 20000
+
+
+def _explain(h, case):
+    return sgblas.explain(h, case.ta, case.tb, case.m, case.n, case.k, case.dA, case.lda, case.dB, case.ldb,
+                          case.dC, case.ldc)
+
+
+def _run(h, case, alpha=1.0, beta=0.0, nan_c=True) -> np.ndarray:
+    before = case.reset_c(nan=nan_c)
+    status = sgblas.sgemm(h, *case.args(alpha, beta))
+    assert status == Status.SUCCESS, sgblas.last_error_message()
+    cuda.synchronize()
+    return before
+
+
+def _stream(driver) -> int:
+    err, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return int(stream)
+
+
+@pytest.fixture(scope="module")
+def driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "".join(p))
+def test_every_pair_splits_k_and_is_right_and_deterministic(pair):
+    case = GemmCase(SEED, pair[0], pair[1], M, N, K, pad=4, ld_multiple=4)
+    with sgblas.Handle() as h:
+        explanation = _explain(h, case)
+        assert explanation.kernel.startswith("sgemm_splitk_"), str(explanation)
+        before = _run(h, case, 1.0, 0.0)  # NaN in C, beta == 0
+        case.check(1.0, 0.0, C_before=before)
+        first = case.dC.copy_to_host()
+        _run(h, case, 1.0, 0.0)
+        np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), first.view(np.uint32),
+                                      err_msg="two runs of the same split-K call differ")
+        before = _run(h, case, -0.5, 2.0, nan_c=False)
+        case.check(-0.5, 2.0, C_before=before)
+
+
+def test_same_bits_on_two_streams_and_two_handles(driver):
+    case = GemmCase(SEED + 1, "N", "N", M, N, K, ld_multiple=4)
+    s1, s2 = _stream(driver), _stream(driver)
+    results = []
+    try:
+        with sgblas.Handle(stream=s1) as h1, sgblas.Handle(stream=s2) as h2:
+            assert _explain(h1, case).kernel.startswith("sgemm_splitk_")
+            for h, s in ((h1, s1), (h2, s2), (h1, s1)):
+                case.reset_c(nan=True)
+                assert sgblas.sgemm(h, *case.args(1.0, 0.0)) == Status.SUCCESS
+                driver.cuStreamSynchronize(s)
+                results.append(case.dC.copy_to_host())
+            h1.set_stream(s2)  # the same handle on the other stream
+            case.reset_c(nan=True)
+            assert sgblas.sgemm(h1, *case.args(1.0, 0.0)) == Status.SUCCESS
+            driver.cuStreamSynchronize(s2)
+            results.append(case.dC.copy_to_host())
+    finally:
+        driver.cuStreamDestroy(s1)
+        driver.cuStreamDestroy(s2)
+    for other in results[1:]:
+        np.testing.assert_array_equal(other.view(np.uint32), results[0].view(np.uint32))
+    case.check(1.0, 0.0, C_before=case.C)
+
+
+def test_graph_capture_of_a_split_k_call(driver):
+    case = GemmCase(SEED + 2, "T", "N", M, N, K, pad=1, ld_multiple=4)
+    stream = _stream(driver)
+    try:
+        with sgblas.Handle(stream=stream) as h:
+            assert _explain(h, case).kernel.startswith("sgemm_splitk_")
+            eager_before = case.reset_c()
+            assert sgblas.sgemm(h, *case.args(1.5, 0.5)) == Status.SUCCESS
+            driver.cuStreamSynchronize(stream)
+            eager = case.dC.copy_to_host()
+            case.check(1.5, 0.5, C_before=eager_before)
+
+            case.dC.copy_to_device(eager_before)
+            cuda.synchronize()
+            err, = driver.cuStreamBeginCapture(stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+            assert err == driver.CUresult.CUDA_SUCCESS
+            try:
+                status = sgblas.sgemm(h, *case.args(1.5, 0.5))
+            finally:
+                err, graph = driver.cuStreamEndCapture(stream)
+            assert err == driver.CUresult.CUDA_SUCCESS and status == Status.SUCCESS, sgblas.last_error_message()
+            driver.cuStreamSynchronize(stream)
+            np.testing.assert_array_equal(case.dC.copy_to_host(), eager_before, err_msg="capture ran the kernels")
+            err, graph_exec = driver.cuGraphInstantiate(graph, 0)
+            assert err == driver.CUresult.CUDA_SUCCESS
+            try:
+                driver.cuGraphLaunch(graph_exec, stream)
+                driver.cuStreamSynchronize(stream)
+                np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), eager.view(np.uint32),
+                                              err_msg="the replay differs from the eager call")
+                rng = np.random.default_rng(SEED + 3)
+                fresh_a = rng.standard_normal(case.A.size).astype(np.float32)
+                case.A = fresh_a
+                case.dA.copy_to_device(fresh_a)
+                before = case.reset_c()
+                cuda.synchronize()
+                driver.cuGraphLaunch(graph_exec, stream)
+                driver.cuStreamSynchronize(stream)
+                case.check(1.5, 0.5, C_before=before)
+            finally:
+                driver.cuGraphExecDestroy(graph_exec)
+                driver.cuGraphDestroy(graph)
+    finally:
+        driver.cuStreamDestroy(stream)
+
+
+def test_too_little_workspace_runs_a_kernel_that_needs_none():
+    case = GemmCase(SEED + 4, "N", "T", M, N, K, ld_multiple=4)
+    with sgblas.Handle(workspace_bytes=4096) as h:
+        explanation = _explain(h, case)
+        assert not explanation.kernel.startswith("sgemm_splitk_"), str(explanation)
+        reasons = dict(explanation.passed_over)
+        assert "the handle has 4096" in reasons["sgemm_splitk_nt_128x64x16_2s_a16"], str(explanation)
+        before = _run(h, case, 1.0, 0.0)
+        case.check(1.0, 0.0, C_before=before)
+        h.set_workspace(32 * 1024 * 1024)
+        assert _explain(h, case).kernel == "sgemm_splitk_nt_128x64x16_2s_a16"
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "".join(p))
+@pytest.mark.parametrize("shape", [(3, 8192, 4096), (4096, 5, 4096), (16, 20000, 600)])
+def test_skinny_every_pair(pair, shape):
+    m, n, k = shape
+    case = GemmCase(SEED + 5, pair[0], pair[1], m, n, k, pad=2, ld_multiple=4)
+    with sgblas.Handle() as h:
+        assert _explain(h, case).kernel.startswith("sgemm_skinny_"), str(_explain(h, case))
+        before = _run(h, case, 1.0, 0.0)
+        case.check(1.0, 0.0, C_before=before)
+        first = case.dC.copy_to_host()
+        _run(h, case, 1.0, 0.0)
+        np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), first.view(np.uint32))
+        before = _run(h, case, 0.75, -1.0, nan_c=False)
+        case.check(0.75, -1.0, C_before=before)
