@@ -226,7 +226,10 @@ def _sweep(cases: list[SweepCase], seed: int | None, which: str) -> int:
     where = "Numba's CUDA simulator" if BACKEND.simulated else (
         f"{driver.device_name(0)} (device 0, cc {handle.cc[0]}.{handle.cc[1]})")
     print(f"sgblas {sgblas.__version__} selftest, {which} sweep on {where}, seed {seed}")
-    print(f"{_HEAD}  {'kernel':<34} worst/tol  result", flush=True)
+    from sgblas.kernels.spec import REGISTRY
+
+    width = max(len(spec.name) for spec in REGISTRY)
+    print(f"{_HEAD}  {'kernel':<{width}} worst/tol  result", flush=True)
     failed = products = 0
     t0 = time.perf_counter()
     with handle:
@@ -236,7 +239,7 @@ def _sweep(cases: list[SweepCase], seed: int | None, which: str) -> int:
             except Exception as exc:  # one broken case must not hide the others' results
                 result = CaseResult(None, float("inf"), [f"seed={seed + index}: {type(exc).__name__}: {exc}"])
             verdict = "ok" if not result.failures else "FAIL"
-            print(f"{case.row()}  {result.kernel or '-':<34} {result.worst:9.3f}  {verdict}", flush=True)
+            print(f"{case.row()}  {result.kernel or '-':<{width}} {result.worst:9.3f}  {verdict}", flush=True)
             for line in result.failures:
                 print(f"      {line}", flush=True)
             failed += bool(result.failures)

@@ -93,11 +93,18 @@ def test_is_available_is_false_under_the_simulator_and_never_raises():
 
 
 def test_the_package_ships_its_py_typed_marker():
-    import tomllib  # Python 3.11; CI runs 3.11 or newer
-
     assert (Path(sgblas.__file__).parent / "py.typed").is_file()
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["sgblas"]
+    text = (REPO / "pyproject.toml").read_text()
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: read the one table by eye
+        table = re.search(r"^\[tool\.setuptools\.package-data\]\n((?:[^\[\n].*\n?)*)", text, re.MULTILINE)
+        assert table and re.search(r'^sgblas\s*=\s*\[[^\]]*"py\.typed"', table.group(1), re.MULTILINE), (
+            "pyproject.toml does not list py.typed in [tool.setuptools.package-data] sgblas")
+        return
+    package_data = tomllib.loads(text)["tool"]["setuptools"].get("package-data", {})
+    assert "py.typed" in package_data.get("sgblas", []), (
+        "pyproject.toml does not list py.typed in [tool.setuptools.package-data] sgblas")
 
 
 # ---------------------------------------------------------------------------------------------

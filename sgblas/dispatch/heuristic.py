@@ -6,7 +6,8 @@ The rule, for the GEMM variants that :meth:`~sgblas.kernels.spec.KernelSpec.can_
 accepts:
 
 1. Variants whose least workspace need exceeds the handle's workspace are not chosen.
-2. A skinny kernel (m or n at most 16: the product is bound by memory bandwidth) ranks first.
+2. A skinny kernel (m or n at most 16: the product is bound by memory bandwidth) ranks first,
+   when its large operand has at least :data:`SKINNY_MIN_BYTES`.
    It splits K so that its CTAs fill the GPU's resident slots (see 5), as far as k and the
    workspace allow; one split needs no workspace.
 3. Otherwise the generated tile kernels rank before the general kernel, which is the backstop:
@@ -41,7 +42,7 @@ from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
-__all__ = ["FILL_TARGET", "WAVE_TARGET", "MIN_SPLIT_CHUNK", "MAX_SPLITS", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
+__all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
            "Ranked", "Split", "occupancy", "ctas", "fill", "rank", "split_for", "pinned_split", "is_backstop"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
@@ -52,6 +53,9 @@ WAVE_TARGET: float = 0.9
 #: The least K a split-K slice keeps: below it the partials' traffic and the second launch
 #: cost more than the fuller GPU gains.
 MIN_SPLIT_CHUNK: int = 1024
+#: The least size of a skinny product's large operand, in bytes, for the skinny kernels: below
+#: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
+SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
 #: The most partials one call writes.
 MAX_SPLITS: int = 64
 #: From this K on, a problem whose tiles fill the GPU is still split (when the workspace
@@ -203,9 +207,16 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     # Both sides small: the kernel with the larger other side has more CTAs.
     skinnies = sorted((s for s, _ in fits if s.role == "skinny"),
                       key=lambda s: -(p.n if s.config.small == "m" else p.m))
+    large = 4 * max(p.m, p.n) * p.k
+    small_reasons = {}
+    if skinnies and large < SKINNY_MIN_BYTES:
+        small_reasons = {s.name: (f"the large operand has only {large} bytes (below {SKINNY_MIN_BYTES}): "
+                                  f"launch latency, not bandwidth, bounds this product") for s in skinnies}
+        skinnies = []
     splits = [s for s, _ in fits if s.role == "splitk"]
     general = [s for s, _ in fits if is_backstop(s)]
     tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
+    small_skinny = [s for s, _ in fits if s.role == "skinny"]
 
     # The tile kernels, by how well their output tiles fill the GPU.
     filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
@@ -269,6 +280,8 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     for spec in splits:
         if spec is not (chosen[0] if chosen else None):
             out.append(Ranked(spec, split_reasons.get(spec.name, "another variant was chosen")))
+    for spec in small_skinny:
+        out.append(Ranked(spec, small_reasons[spec.name]))
     first = out[0].spec if out else None
     for spec in general:
         if first is None:

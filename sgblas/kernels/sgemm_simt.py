@@ -470,12 +470,6 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     return L
 
 
-#: How the epilogue is written: "columns" unrolls its 8 columns in the text and loops over the
-#: two row groups and the tail rows (NVVM unrolls those loops, so acc keeps constant indices);
-#: "flat" writes every store out. Both give the same SASS; "columns" is a third of the text.
-EPILOGUE_STYLE = "columns"
-
-
 def _epilogue(cfg: TileConfig, w) -> None:
     """C = alpha * acc + beta * C with vector accesses of the alignment class where whole,
     element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
@@ -491,9 +485,10 @@ def _epilogue(cfg: TileConfig, w) -> None:
     w("    ldc64 = int64(ldc)")
     load = {4: "ldg4", 2: "ldg2"}.get(V)
     store = {4: "stg4", 2: "stg2"}.get(V)
-    if EPILOGUE_STYLE == "flat":
-        _epilogue_flat(cfg, w, load, store)
-        return
+    # The 8 columns are unrolled in the text; the two row groups and the tail rows are loops
+    # with constant trip counts, which NVVM unrolls, so acc keeps constant indices. (Writing
+    # every store out gives the same K loop and a third more text: 29 s of front end instead
+    # of 19 s for the 128x128 NN kernel, docs/tuning.md.)
     w("    r_base = row0 + int64(am0)")
     for sn in range(2):
         for e in range(4):
@@ -530,51 +525,6 @@ def _epilogue(cfg: TileConfig, w) -> None:
                     w(f"{q}        stg1(C, off + i, v)")
                 else:
                     w(f"{q}        stg1(C, off + i, v + beta * ldg1(C, off + i) if for_beta else v)")
-
-
-def _epilogue_flat(cfg: TileConfig, w, load, store) -> None:
-    V, WM, WN = cfg.VEC, cfg.WM, cfg.WN
-    split = cfg.split_k
-    for sm in range(2):
-        w(f"    r{sm} = row0 + int64(am0 + uint32({sm * WM // 2}))")
-        if V > 1:
-            for g in range(4 // V):
-                w(f"    full{sm}_{g} = r{sm} + {V * (g + 1)} <= int64(m)")
-    for sn in range(2):
-        for e in range(4):
-            j = sn * 4 + e
-            w(f"    cj = col0 + int64(bn0 + uint32({sn * WN // 2 + e}))")
-            w("    if cj < int64(n):")
-            for sm in range(2):
-                w(f"        off = {'c_base + ' if split else ''}cj * ldc64 + r{sm}")
-                for g in range(4 // V):
-                    rows = range(g * V, (g + 1) * V)
-                    vals = {i: f"acc[{(sm * 4 + i) * 8 + j}]" for i in rows}
-                    at = f"off + {g * V}" if g else "off"
-                    p = "        "
-                    if V > 1:
-                        w(f"{p}if full{sm}_{g}:")
-                        if split:
-                            w(f"{p}    {store}(C, {at}, " + ", ".join(
-                                f"alpha * {vals[i]}" for i in rows) + ")")
-                        else:
-                            w(f"{p}    if for_beta:")
-                            w(f"{p}        " + ", ".join(f"d{i}" for i in rows)
-                              + f" = {load}(C, {at})")
-                            w(f"{p}        {store}(C, {at}, " + ", ".join(
-                                f"alpha * {vals[i]} + beta * d{i}" for i in rows) + ")")
-                            w(f"{p}    else:")
-                            w(f"{p}        {store}(C, {at}, " + ", ".join(
-                                f"alpha * {vals[i]}" for i in rows) + ")")
-                        w(f"{p}else:")
-                        p += "    "
-                    for i in rows:
-                        w(f"{p}if r{sm} + {i} < int64(m):")
-                        if split:
-                            w(f"{p}    stg1(C, off + {i}, alpha * {vals[i]})")
-                        else:
-                            w(f"{p}    stg1(C, off + {i}, alpha * {vals[i]} + beta * "
-                              f"ldg1(C, off + {i}) if for_beta else alpha * {vals[i]})")
 
 
 def generate_source(cfg: TileConfig, fname: str) -> str:

@@ -204,5 +204,5 @@ def by_name(name: str) -> KernelSpec:
 
 
 # Issue 13: the split-K, skinny and reduction rows (sgblas/kernels/splitk.py), appended here.
-from sgblas.kernels import splitk as _splitk  # noqa: E402 - it reads this module's names
-GEMM_KERNELS, REGISTRY = _splitk.register(GEMM_KERNELS, REGISTRY, _BY_NAME)
+from sgblas.kernels import splitk as _splitk  # noqa: E402 - its rows are built from this module's
+GEMM_KERNELS, REGISTRY = _splitk.register(KernelSpec, SIMT_MANIFEST, GEMM_KERNELS, REGISTRY, _BY_NAME)

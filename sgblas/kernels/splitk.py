@@ -23,8 +23,9 @@ with 16-byte accesses only when C allows it); a skinny kernel reads only its lar
 :class:`PartialReadSpec` checks exactly those, so ``lda = 3`` for a 3 x k A does not stop a
 skinny kernel.
 
-``sgblas/kernels/spec.py`` appends these rows at its end (:func:`register`). This module does
-not import :mod:`sgblas.kernels.spec` at import time (spec imports it), only inside functions.
+``sgblas/kernels/spec.py`` appends these rows at its end (:func:`register`), handing over its
+``KernelSpec`` class and SIMT manifest: this module does not import :mod:`sgblas.kernels.spec`,
+which imports it.
 """
 
 from __future__ import annotations
@@ -79,12 +80,14 @@ def _partial_guard(p: GemmProblem) -> str | None:
     return None
 
 
-def _make_spec_class():
-    from sgblas.kernels.spec import KernelSpec
+@functools.cache
+def _spec_class(base: type) -> type:
+    """The registry's ``KernelSpec`` with the alignment check narrowed to the operands a row
+    reads with vector accesses."""
 
-    class PartialReadSpec(KernelSpec):
+    class PartialReadSpec(base):
         """A variant that reads only some of A, B and C with vector accesses: the alignment
-        class applies to those (``config.vector_operands``), the others may have any address
+        class applies to those (:func:`_vector_operands`), the others may have any address
         and leading dimension."""
 
         def can_implement(self, p: GemmProblem) -> str | None:
@@ -98,7 +101,7 @@ def _make_spec_class():
                 dummy.update(c_ptr=0, ldc=4)
             # The guards of these rows read m, n, k and the vector operands only, which keep
             # their real values.
-            return KernelSpec.can_implement(self, p._replace(**dummy) if dummy else p)
+            return base.can_implement(self, p._replace(**dummy) if dummy else p)
 
     return PartialReadSpec
 
@@ -109,18 +112,13 @@ def _vector_operands(cfg: Any) -> tuple[str, ...]:
     return ("A", "B")  # a slice kernel writes the workspace, never C
 
 
-@functools.cache
-def _spec_class():
-    return _make_spec_class()
-
-
-def _split_spec(cfg: TileConfig):
+def _split_spec(base: type, cfg: TileConfig):
     name = f"sgemm_splitk_{cfg.transa}{cfg.transb}".lower() + f"_{cfg.name()}_{cfg.STAGES}s_a{cfg.align}"
 
     def guard(p: GemmProblem) -> str | None:
         return sgemm_simt.guard(cfg, p) or _partial_guard(p)
 
-    return _spec_class()(
+    return _spec_class(base)(
         name=name, role="splitk", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=cfg.align,
         tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
@@ -130,7 +128,7 @@ def _split_spec(cfg: TileConfig):
         launches=2, blocks_per_sm=cfg.min_blocks, config=cfg)
 
 
-def _skinny_spec(cfg: SkinnyConfig):
+def _skinny_spec(base: type, cfg: SkinnyConfig):
     name = cfg.name()
 
     def builder() -> Callable:
@@ -141,39 +139,37 @@ def _skinny_spec(cfg: SkinnyConfig):
     def guard(p: GemmProblem) -> str | None:
         return skinny.guard(cfg, p) or _partial_guard(p)
 
-    return _spec_class()(
+    return _spec_class(base)(
         name=name, role="skinny", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=16, tile=cfg.tile,
         stages=cfg.STAGES, block=(cfg.THREADS, 1, 1), launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: skinny.grid_for(cfg, m, n, 1), builder=builder, guard=guard,
         blocks_per_sm=cfg.min_blocks, config=cfg)
 
 
-def _reduce_spec():
-    from sgblas.kernels.spec import KernelSpec
-
+def _reduce_spec(base: type):
     def builder() -> Callable:
         from sgblas.kernels import reduce_jit
 
         return reduce_jit.build()
 
-    return KernelSpec(
+    return base(
         name=reduce.NAME, role="reduce", abi=abi.REDUCE, pair=None, align=4, tile=(4, reduce.THREADS, 1),
         stages=1, block=reduce.BLOCK, launch_bounds=reduce.LAUNCH_BOUNDS, min_cc=(5, 0),
         grid=lambda m, n, k: reduce.grid(m, n), builder=builder)
 
 
-def register(gemm_kernels: tuple, registry: tuple, by_name: dict) -> tuple[tuple, tuple]:
-    """``(GEMM_KERNELS, REGISTRY)`` with this module's rows added; ``by_name`` (the registry's
-    name index) is updated in place. The skinny and split rows go before the general kernels,
-    which stay last (the backstop)."""
-    from sgblas.kernels import spec as registry_module
-
-    rows = tuple(_skinny_spec(cfg) for cfg in SKINNY_MANIFEST) + tuple(
-        _split_spec(cfg) for cfg in split_manifest(registry_module.SIMT_MANIFEST))
+def register(base: type, simt_manifest: tuple[TileConfig, ...], gemm_kernels: tuple, registry: tuple,
+             by_name: dict) -> tuple[tuple, tuple]:
+    """``(GEMM_KERNELS, REGISTRY)`` with this module's rows added, built as ``base``
+    (the registry's ``KernelSpec``); ``by_name`` (the registry's name index) is updated in
+    place. The skinny and split rows go before the general kernels, which stay last (the
+    backstop); the reduction goes to the registry only."""
+    rows = tuple(_skinny_spec(base, cfg) for cfg in SKINNY_MANIFEST) + tuple(
+        _split_spec(base, cfg) for cfg in split_manifest(simt_manifest))
     general = tuple(s for s in gemm_kernels if s.name.startswith("sgemm_general_"))
     rest = tuple(s for s in gemm_kernels if not s.name.startswith("sgemm_general_"))
     new_gemm = rest + rows + general
-    reduce_spec = _reduce_spec()
+    reduce_spec = _reduce_spec(base)
     new_registry = new_gemm + tuple(s for s in registry if s not in gemm_kernels) + (reduce_spec,)
     for spec in rows + (reduce_spec,):
         if spec.name in by_name:

@@ -36,6 +36,7 @@ processes) never leave a torn entry; a header or checksum that does not match is
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -151,16 +152,24 @@ def _writable_by(mode: int) -> str:
                         if mode & bit)
 
 
+def _owner_problem(path: Path, uid: int) -> str | None:
+    if uid in _trusted_owners():
+        return None
+    me = os.getuid()
+    whom = "root" if me == 0 else f"this process's {_owner(me)} nor root"
+    return f"{path} is owned by {_owner(uid)}, {'not' if me == 0 else 'neither'} {whom}"
+
+
 def _stat_problem(path: Path, st: os.stat_result, is_leaf: bool) -> str | None:
     """Why ``path`` (a directory of a cache's path, or the cache directory itself when
     ``is_leaf``) lets someone else plant files in the cache, or None."""
     if stat.S_ISLNK(st.st_mode):
         return f"{path} became a symbolic link while it was being checked"
     if not stat.S_ISDIR(st.st_mode):
-        return f"{path} is not a directory"
-    if st.st_uid not in _trusted_owners():
-        return (f"{path} is owned by {_owner(st.st_uid)}, neither this process's {_owner(os.getuid())} "
-                f"nor root")
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    owner_problem = _owner_problem(path, st.st_uid)
+    if owner_problem is not None:
+        return owner_problem
     mode = stat.S_IMODE(st.st_mode)
     if mode & (stat.S_IWGRP | stat.S_IWOTH) and (is_leaf or not mode & stat.S_ISVTX):
         return f"{path} is writable by {_writable_by(mode)} (mode {mode:04o})"
@@ -172,7 +181,8 @@ def untrusted_reason(directory: Path) -> str | None:
     else the sentence saying which directory on its path breaks that and how.
 
     Raises FileNotFoundError when ``directory`` does not exist (an absent cache holds nothing
-    to distrust) and OSError when a directory on its path cannot be examined.
+    to distrust) and OSError when it is not a directory or a directory on its path cannot be
+    examined.
     """
     return _untrusted_reason_resolved(Path(os.path.realpath(directory)))
 
@@ -190,14 +200,15 @@ def _untrusted_reason_resolved(real: Path) -> str | None:
 def _trusted_directory(location: Location) -> Path:
     """``location``'s directory with symbolic links resolved, to be used from now on, so
     that a link changed after the check is not followed; raises FileNotFoundError when it
-    does not exist, _Unusable when it is not trusted (warning once) or cannot be examined."""
+    does not exist, _Unusable when it is not trusted (warning once), is not a directory or
+    cannot be examined."""
     real = Path(os.path.realpath(location.path))
     try:
         problem = _untrusted_reason_resolved(real)
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise _Unusable(f"it cannot be examined ({_describe(exc)})") from None
+        raise _Unusable(f"it cannot be used ({_describe(exc)})") from None
     if problem is not None:
         _warn_once((real, "untrusted"),
                    f"sgblas does not use the kernel cache {location}: {problem}, so someone other than "
@@ -241,8 +252,9 @@ def entry_file_name(variant: str, cc: tuple[int, int]) -> str:
 def _entry_problem(path: Path, st: os.stat_result) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return f"{path} is not a regular file"
-    if st.st_uid not in _trusted_owners():
-        return f"{path} is owned by {_owner(st.st_uid)}, neither this process's {_owner(os.getuid())} nor root"
+    owner_problem = _owner_problem(path, st.st_uid)
+    if owner_problem is not None:
+        return owner_problem
     mode = stat.S_IMODE(st.st_mode)
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path} is writable by {_writable_by(mode)} (mode {mode:04o})"

@@ -137,8 +137,15 @@ def test_skinny_covers_every_pair_and_side(pair):
     assert chosen(17, 9000, 3000, pair).spec.role != "skinny"
 
 
+def test_small_skinny_products_stay_on_the_tile_kernels():
+    c = chosen(6, 500, 400)  # 800 KB of B: launch latency, not bandwidth
+    assert c.spec.role == "gemm"
+    reason = dict(c.passed_over)["sgemm_skinny_dot_nn_16x64x128_2s_a16"]
+    assert reason.startswith("the large operand has only 800000 bytes"), reason
+
+
 def test_every_variant_gets_a_sentence():
-    for shape in ((128, 8192, 8192), (3, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 16384)):
+    for shape in ((128, 8192, 8192), (3, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 16384), (6, 500, 400)):
         c = chosen(*shape)
         named = {name for name, _ in c.refused + c.passed_over}
         assert named == {s.name for s in GEMM_KERNELS} - {c.spec.name}

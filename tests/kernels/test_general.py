@@ -6,9 +6,10 @@
   alpha/beta combinations on the cheapest shape, and N tiles spread over y and z.
 * ``@pytest.mark.gpu`` repeats the classes at real sizes, adds n past the 65535-block
   limit of gridDim.y and leading dimensions whose ``col * ld`` passes 2**31.
-* A static check compiles each variant's PTX for sm_90 (no GPU needed, but not under the
-  simulator, hence a subprocess) and looks for local memory, tensor-core instructions and
-  flush-to-zero; when a ptxas is installed the SASS resource report is checked too.
+* A static check compiles the NT and TN variants' PTX for sm_90 (between them every copy
+  path; no GPU needed, but not under the simulator, hence a subprocess) and looks for local
+  memory, tensor-core instructions and flush-to-zero; when a ptxas is installed the SASS
+  resource report is checked too.
 
 Every case checks all of C: the m x n result against a float64 reference with a K- and
 magnitude-aware tolerance, and the padding rows between columns bit for bit. Calls with
@@ -240,7 +241,9 @@ from sgblas.kernels.spec import GEMM_KERNELS
 from sgblas.runtime.build import compile_ptx
 out = {}
 for spec in GEMM_KERNELS:
-    if not spec.name.startswith("sgemm_general_"):
+    # NT and TN between them take every copy path (A along m and along k, B along k and
+    # along n); compiling all four pairs would double CI's time for no new path.
+    if not spec.name.startswith("sgemm_general_") or spec.pair not in (("N", "T"), ("T", "N")):
         continue
     ta, tb = spec.pair
     ptx = compile_ptx(spec, (9, 0))
@@ -266,7 +269,7 @@ def sm90_ptx(tmp_path_factory) -> dict[str, str]:
 
 
 def test_ptx_is_strict_fp32_simt_without_local_memory(sm90_ptx):
-    assert set(sm90_ptx) == {"NN", "NT", "TN", "TT"}
+    assert set(sm90_ptx) == {"NT", "TN"}
     for pair, ptx in sm90_ptx.items():
         # Local memory would mean the accumulators or fragments left the registers.
         assert "ld.local" not in ptx and "st.local" not in ptx, pair

@@ -6,8 +6,9 @@
   (a row block past P skipped, a partial one, two reduction rounds), tails along Q and k,
   several shared pieces of S, one split (writing C with alpha and beta; beta == 0 on a NaN C)
   and several (partials into a workspace, added here in split order).
-* Through ``sgblas.sgemm``: the heuristic picks the variant of the pair and the small side,
-  and the result is right; a tight ``lda = 3`` of a 3 x k A does not stop it.
+* Through ``sgblas.sgemm``: the heuristic picks the variant of the pair and the small side
+  (its minimum size lowered, so the simulator can afford the product), and the result is right;
+  a tight ``lda = 3`` of a 3 x k A does not stop it.
 * The guard: small side above 16, a misaligned large operand, its leading dimension.
 * Static: the PTX for sm_90 of a dot and an axpy variant has no local memory, 16-byte global
   and shared loads, ``cp.async`` and no flush-to-zero or tensor-core instruction (a subprocess:
@@ -111,9 +112,17 @@ def _explain(h, case):
                           case.dC, case.ldc)
 
 
+@pytest.fixture
+def small_skinny(monkeypatch):
+    """Let the heuristic take the skinny kernels for products the simulator can afford."""
+    from sgblas.dispatch import heuristic
+
+    monkeypatch.setattr(heuristic, "SKINNY_MIN_BYTES", 0)
+
+
 @pytest.mark.parametrize("ta, tb", [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")])
 @pytest.mark.parametrize("small", ["m", "n"])
-def test_sgemm_takes_the_skinny_variant(ta, tb, small):
+def test_sgemm_takes_the_skinny_variant(small_skinny, ta, tb, small):
     m, n, k = (3, 200, 300) if small == "m" else (200, 3, 300)
     case = GemmCase(_seed("api", ta, tb, small), ta, tb, m, n, k, ld_multiple=4)
     with sgblas.Handle() as h:
@@ -123,7 +132,7 @@ def test_sgemm_takes_the_skinny_variant(ta, tb, small):
         case.check(1.25, 0.0, C_before=before)
 
 
-def test_a_tight_lda_of_three_is_fine():
+def test_a_tight_lda_of_three_is_fine(small_skinny):
     """3 x k A with lda = 3 (not a multiple of 4): only B, the large operand, is read by vectors."""
     m, n, k = 3, 70, 92
     with sgblas.Handle() as h:

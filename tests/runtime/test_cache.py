@@ -212,7 +212,8 @@ def test_a_cache_directory_owned_by_another_user_is_not_used(cache, caplog, monk
     os.chown(cache, 4242, 4242)
     assert kernel_cache.read("sgemm_x", (9, 0)) is None
     (message,) = warnings(caplog)
-    assert f"{cache} is owned by user 4242" in message and "nor root" in message
+    assert f"{cache} is owned by user 4242" in message
+    assert ", not root" in message if os.getuid() == 0 else "nor root" in message
     # Ownership, not the uid number, is what counts: as user 4242 the directory is its own.
     monkeypatch.setattr(os, "getuid", lambda: 4242)
     monkeypatch.setattr(kernel_cache, "_warned", set())
@@ -327,6 +328,15 @@ def test_a_location_that_cannot_be_created_is_skipped(tmp_path, locations, monke
         kernel_cache.writable_location()
 
 
+def test_a_cache_path_that_is_a_file_is_skipped(tmp_path, locations, monkeypatch, caplog):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv(kernel_cache.CACHE_DIR_VARIABLE, str(tmp_path / "a-file"))
+    assert kernel_cache.read("sgemm_x", (9, 0)) is None
+    assert kernel_cache.write("sgemm_x", (9, 0), "_Z6kernel", CUBIN).parent == locations.user
+    (message,) = warnings(caplog)
+    assert f"it cannot be used (Not a directory: {tmp_path / 'a-file'})" in message
+
+
 # -- fill_cache -----------------------------------------------------------------------------
 
 
@@ -368,7 +378,9 @@ def test_fill_cache_with_no_writable_location_compiles_in_process_and_keeps_cubi
     assert fake_compiler == ["v1", "v2"] and [r.name for r in heard] == ["v1", "v2"]
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert "compiling 2 kernel variants for compute capability 8.0 (missing from its kernel cache)" in infos[0]
-    assert "about 8-12 s (one at a time in this process)" in infos[0] and "python -m sgblas.warmup" in infos[0]
+    low, high = (2 * t for t in build.SECONDS_PER_VARIANT)
+    assert f"about {low:.0f}-{high:.0f} s (one at a time in this process)" in infos[0]
+    assert "python -m sgblas.warmup" in infos[0]
     assert "compiled 2 kernel variants for compute capability 8.0 in" in infos[1]
     assert "kept in memory only" in infos[1]
     assert len(warnings(caplog)) == 1  # the store warning, once for both
@@ -393,7 +405,8 @@ def test_fill_cache_uses_workers_when_a_location_can_be_written(locations, cache
     assert fake_compiler == ["v2"]
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert "compiling 3 kernel variants for compute capability 9.0" in infos[0]
-    assert "about 8-12 s (2 worker processes at once on 2 CPUs)" in infos[0]
+    low, high = (2 * t for t in build.SECONDS_PER_VARIANT)  # 3 variants on 2 CPUs: two waves
+    assert f"about {low:.0f}-{high:.0f} s (2 worker processes at once on 2 CPUs)" in infos[0]
     assert f"stored in {cache}" in infos[1]
     assert not warnings(caplog)
 
@@ -408,9 +421,10 @@ def test_fill_cache_says_nothing_when_everything_is_cached(cache, caplog, fake_c
 
 
 def test_expected_seconds():
-    assert build.expected_seconds(7, 16) == (4.0, 6.0)
-    assert build.expected_seconds(7, 2) == (16.0, 24.0)
-    assert build.expected_seconds(7, 1) == (28.0, 42.0)
+    low, high = build.SECONDS_PER_VARIANT
+    assert build.expected_seconds(7, 16) == (low, high)  # one wave of workers
+    assert build.expected_seconds(7, 2) == (4 * low, 4 * high)
+    assert build.expected_seconds(7, 1) == (7 * low, 7 * high)
 
 
 def test_the_library_configures_no_logging_handlers():
