@@ -164,7 +164,7 @@ def main(argv=None) -> int:
         records.append(rec)
         print(f"{label:9s} {pair} {m}x{n}x{k} ld {lda}/{ldb}/{ldc} off {offs} {name}: "
               f"{tf['sgblas']:.2f} vs {tf['cublas']:.2f} TFLOP/s = {rec['ratio']:.3f}x, err {rel:.1e}", flush=True)
-        del bufs, ptrs, c_ours, c_ref
+        bufs = c_ours = c_ref = mine = ref = None
         cp.get_default_memory_pool().free_all_blocks()
 
     out = Path(args.out)
