@@ -252,6 +252,7 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         w(f"    q{c} = qb + {c * (32 // LK)}")
         w(f"    ok{c} = q{c} < Q")
         w(f"    lc{c} = (q{c} if ok{c} else int64(0)) * ldl")
+    w("    all_ok = " + " and ".join(f"ok{c}" for c in range(NC)))
     w(f"    acc = cuda.local.array({MP * NC}, float32)   # acc[i * {NC} + c]: row i, column q_c")
     w(f"    for i in range({MP * NC}):")
     w("        acc[i] = float32(0)")
@@ -259,9 +260,15 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w(f"    for i in range({2 * NC * 4}):")
     w("        fb[i] = float32(0)")
 
-    def load_l(ind: str, kexpr: str, s: int) -> None:
-        """Load the step at k offset kexpr (this lane's 4 k values) of my NC columns into set s."""
+    def load_l(ind: str, kexpr: str, s: int, fast: bool = False) -> None:
+        """Load the step at k offset kexpr (this lane's 4 k values) of my NC columns into set s;
+        ``fast``: every load is known to be whole and in range, so none is tested."""
         w(f"{ind}kn = {kexpr}")
+        if fast:
+            for c in range(NC):
+                o = s * NC * 4 + c * 4
+                w(f"{ind}fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lc{c} + kn)")
+            return
         w(f"{ind}full = kn + 4 <= ke")
         for c in range(NC):
             o = s * NC * 4 + c * 4
@@ -300,12 +307,18 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w("        cuda.syncthreads()")
     # Two k steps per iteration, register sets 0 and 1; the second loads the step after it,
     # which past the piece is the next piece's first step (zeros when past ke).
-    w(f"        for sp in range({STEPS // 2}):")
-    for s in range(2):
-        w(f"            st = sp * 2 + {s}")
-        w(f"            # step st: load step st + 1 of L (zeros past ke) into set {1 - s}, multiply set {s}")
-        load_l("            ", f"kp + (st + 1) * {4 * LK} + int64(lr * uint32(4))", 1 - s)
-        compute("            ", "st", s)
+    # The fast copy of the loop tests nothing: my columns exist and the piece, with the next
+    # piece's first step, lies before ke (every piece but the last one or two).
+    w(f"        if all_ok and kp + {KC + 4 * LK} <= ke:")
+    for fast, ind in ((True, "            "), (False, "            ")):
+        if not fast:
+            w("        else:")
+        w(f"{ind}for sp in range({STEPS // 2}):")
+        for s in range(2):
+            w(f"{ind}    st = sp * 2 + {s}")
+            w(f"{ind}    # step st: load step st + 1 of L (zeros past ke) into set {1 - s}, multiply set {s}")
+            load_l(ind + "    ", f"kp + (st + 1) * {4 * LK} + int64(lr * uint32(4))", 1 - s, fast)
+            compute(ind + "    ", "st", s)
     w("        cuda.syncthreads()  # everyone is done with this stage before it is refilled")
     assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
 
@@ -362,7 +375,13 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
               f"uint32(4) if ok else uint32(0))")
         w(f"{ind}cp_async_commit()")
 
-    def load_l(ind: str, kexpr: str, s: int) -> None:
+    def load_l(ind: str, kexpr: str, s: int, fast: bool = False) -> None:
+        if fast:  # whole vectors, all rows before ke: nothing to test
+            w(f"{ind}lg = lq + ({kexpr}) * ldl")
+            for u in range(KU):
+                o = s * KU * 4 + u * 4
+                w(f"{ind}fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lg + {u} * ldl)")
+            return
         for u in range(KU):
             o = s * KU * 4 + u * 4
             w(f"{ind}kn = {kexpr} + {u}")
@@ -398,12 +417,16 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w("        else:")
     w("            cp_async_wait_all()")
     w("        cuda.syncthreads()")
-    w(f"        for sp in range({STEPS // 2}):")
-    for s in range(2):
-        w(f"            st = sp * 2 + {s}")
-        w(f"            # step st: load the next {KU} k rows of L (zeros past ke) into set {1 - s}, multiply set {s}")
-        load_l("            ", f"kp + (st + 1) * {KU}", 1 - s)
-        compute("            ", "st", s)
+    w(f"        if qfull and kp + {KC + KU} <= ke:  # the fast copy: nothing to test")
+    for fast, ind in ((True, "            "), (False, "            ")):
+        if not fast:
+            w("        else:")
+        w(f"{ind}for sp in range({STEPS // 2}):")
+        for s in range(2):
+            w(f"{ind}    st = sp * 2 + {s}")
+            w(f"{ind}    # step st: load the next {KU} k rows of L (zeros past ke) into set {1 - s}, multiply set {s}")
+            load_l(ind + "    ", f"kp + (st + 1) * {KU}", 1 - s, fast)
+            compute(ind + "    ", "st", s)
     w("        cuda.syncthreads()")
     assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
     w("    if qok:")

@@ -7,7 +7,7 @@ cannot compile); each costs 20-30 s of Numba front end, so CI compiles no more t
 
 * ``sgemm_simt_nn_128x128x16_2s_a16``: A by 16-byte ``cp.async`` along m, B by 16-byte loads
   along k stored transposed (the main kernel; also for sm_80);
-* ``sgemm_simt_tn_128x64x16_2s_a8``: both operands k-major, 8-byte loads along k, the two
+* ``sgemm_simt_tn_128x128x16_2s_a8``: both operands k-major, 8-byte loads along k, the two
   register-staged copies at the start and the middle of a K step;
 * ``sgemm_simt_tt_128x64x16_2s_a4``: A by 4-byte loads along k, B by 4-byte ``cp.async``
   along n.
@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 
 #: One variant per copy strategy (see the module doc).
-SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x64x16_2s_a8",
+SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x128x16_2s_a8",
                 "sgemm_simt_tt_128x64x16_2s_a4")
 CCS = ((9, 0), (8, 0))
 #: Compiles per subprocess, (cc, names), run side by side: the sm_90 targets in two processes,

@@ -18,9 +18,9 @@ registry's variants (every transpose pair x alignment class x tile of ``SIMT_MAN
   Every buffer ends at the matrix's last element.
 * ``@pytest.mark.gpu``: every registry variant at real sizes over the shape classes (tile
   multiples, +-1, 1, odd, long K, padded leading dimensions, pointers offset within the
-  alignment class), launched directly on its loaded kernel (``handle._kernels[spec.name]``),
-  plus leading dimensions whose ``col * ld`` passes 2**31, and any split-K spec the registry
-  holds.
+  alignment class), launched directly on its cubin from sgblas's cache (no handle, so only
+  these variants must build), plus leading dimensions whose ``col * ld`` passes 2**31, and any
+  split-K slice spec the registry holds.
 
 Every case checks all of C against a float64 reference with a K- and magnitude-aware
 tolerance, and C's padding rows bit for bit; calls with beta == 0 start from a NaN C. The
@@ -383,21 +383,44 @@ def test_split_k_slices_sum_to_the_product():
 # Every registry variant at real sizes on a GPU
 # --------------------------------------------------------------------------------------
 
+SPLIT_SPECS = sorted(s.name for s in REGISTRY
+                     if isinstance(s.config, TileConfig) and s.config.split_k and s.abi is abi.GEMM_SPLIT)
+
+
 @pytest.fixture(scope="module")
-def handle():
-    import sgblas
+def kernels():
+    """The SIMT (and split-K slice) variants loaded for the current device from sgblas's cache
+    (compiled first when missing), without a handle: only these variants need to build."""
+    from sgblas.runtime import driver, loader
+    from sgblas.runtime.build import fill_cache
+    from sgblas.runtime.device import compute_capability, current_device
+    from sgblas.runtime.launch import LoadedKernel
 
-    h = sgblas.Handle()
-    yield h
-    h.close()
+    device = current_device()
+    cc = compute_capability(device)
+    specs = [s for s in REGISTRY if s.name in SIMT or s.name in SPLIT_SPECS]
+    cuda.current_context()  # the device's primary context, current for the launches
+    filled = fill_cache(specs, cc, device)
+    out = {}
+    for spec in specs:
+        function = loader._load_kernel(spec.name, cc, filled[spec.name][0])
+        out[spec.name] = LoadedKernel(spec.name, spec.abi, spec.block, function, driver.as_pointer(function), None)
+    return out
 
 
-def _gpu_case(handle, spec, m: int, n: int, k: int, alpha: float, beta: float, extra: int,
-              offsets: tuple[int, int, int], label: str = "") -> None:
-    """Launch ``spec``'s loaded kernel on device copies of random operands whose pointers are
-    ``offsets`` elements into their allocations; check C."""
-    from sgblas.dispatch.plan import Plan, execute
+def _launch(kernels, spec, grid, args) -> None:
+    """``spec``'s loaded kernel on the legacy default stream, then wait for it."""
+    from sgblas.runtime import driver
+    from sgblas.runtime.launch import launch
 
+    launch(kernels[spec.name], grid, driver.as_pointer(0), args)
+    cuda.synchronize()
+
+
+def _gpu_case(kernels, spec, m: int, n: int, k: int, alpha: float, beta: float, extra: int,
+              offsets: tuple[int, int, int]) -> None:
+    """Launch ``spec`` on device copies of random operands whose pointers are ``offsets``
+    elements into their allocations; check C."""
     ta, tb = spec.pair
     seed = _seed(spec.name, m, n, k, alpha, beta, extra, offsets)
     ops = make_operands(np.random.default_rng(seed), ta, tb, m, n, k, (extra,) * 3, beta == 0.0,
@@ -407,14 +430,12 @@ def _gpu_case(handle, spec, m: int, n: int, k: int, alpha: float, beta: float, e
     for buf, off in zip((ops.A, ops.B, ops.C), offsets):
         d = cuda.to_device(np.concatenate([np.full(off, np.nan, np.float32), buf]))
         dev.append(d)
-        ptrs.append((d.device_ctypes_pointer.value + 4 * off, buf.size))
-    plan = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k))
-    execute(handle, plan, m, n, k, alpha, *ptrs[0], ops.lda, *ptrs[1], ops.ldb, beta, *ptrs[2], ops.ldc)
-    cuda.synchronize()
+        ptrs += [d.device_ctypes_pointer.value + 4 * off, buf.size]
+    _launch(kernels, spec, spec.grid(m, n, k), (m, n, k, alpha, *ptrs[0:2], ops.lda, *ptrs[2:4], ops.ldb,
+                                                beta, *ptrs[4:6], ops.ldc))
     got = dev[2].copy_to_host()[offsets[2]:]
     assert_gemm_close(got, ref, seed=seed, label=(f"{spec.name} m={m} n={n} k={k} alpha={alpha} beta={beta} "
-                                                  f"lda={ops.lda} ldb={ops.ldb} ldc={ops.ldc} "
-                                                  f"offsets={offsets} {label}"))
+                                                  f"lda={ops.lda} ldb={ops.ldb} ldc={ops.ldc} offsets={offsets}"))
 
 
 def _gpu_shapes(spec) -> list[tuple[int, int, int]]:
@@ -429,7 +450,7 @@ def _gpu_shapes(spec) -> list[tuple[int, int, int]]:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(SIMT), ids=_ids)
-def test_variant_real_sizes(handle, name):
+def test_variant_real_sizes(kernels, name):
     spec = SIMT[name]
     step = spec.align // 4
     # pointer offsets (elements) within the class: 1-3 for 4 bytes, 2 for 8, 4 for 16
@@ -437,18 +458,16 @@ def test_variant_real_sizes(handle, name):
     for i, (m, n, k) in enumerate(_gpu_shapes(spec)):
         for alpha, beta in ((1.0, 0.0), (-1.5, 0.75)):
             extra = (0, 1, 2, 3)[i % 4] if step == 1 else (0, step)[i % 2]
-            _gpu_case(handle, spec, m, n, k, alpha, beta, extra, offsets if i % 2 else (0, 0, 0))
+            _gpu_case(kernels, spec, m, n, k, alpha, beta, extra, offsets if i % 2 else (0, 0, 0))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x64x16_2s_a4",
                                   "sgemm_simt_nt_128x128x16_2s_a8", "sgemm_simt_tt_128x64x16_2s_a16"])
 @pytest.mark.parametrize("which", ["A", "B", "C"])
-def test_offsets_past_2_to_the_31(handle, name, which):
+def test_offsets_past_2_to_the_31(kernels, name, which):
     """A leading dimension whose ``col * ld`` passes 2**31 elements (8 GiB buffers): the
     offsets that multiply a leading dimension are 64-bit."""
-    from sgblas.dispatch.plan import Plan, execute
-
     spec = SIMT[name]
     ta, tb = spec.pair
     m, n, k = 70, 3, 3
@@ -464,9 +483,8 @@ def test_offsets_past_2_to_the_31(handle, name, which):
         for j in range(c):
             dev[key][j * ld: j * ld + r].copy_to_device(np.ascontiguousarray(host[key][:, j]))
     ptr = {key: (d.device_ctypes_pointer.value, d.size) for key, d in dev.items()}
-    plan = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k))
-    execute(handle, plan, m, n, k, 1.0, *ptr["A"], lds["A"], *ptr["B"], lds["B"], 0.5, *ptr["C"], lds["C"])
-    cuda.synchronize()
+    _launch(kernels, spec, spec.grid(m, n, k),
+            (m, n, k, 1.0, *ptr["A"], lds["A"], *ptr["B"], lds["B"], 0.5, *ptr["C"], lds["C"]))
     got = np.stack([dev["C"][j * lds["C"]: j * lds["C"] + m].copy_to_host() for j in range(n)], 1)
     a, b, c = (host[key].astype(np.float64) for key in ("A", "B", "C"))
     a, b = (a if ta == "N" else a.T), (b if tb == "N" else b.T)
@@ -475,18 +493,13 @@ def test_offsets_past_2_to_the_31(handle, name, which):
     assert np.all(np.abs(got - want) <= 8 * np.sqrt(k + 2) * 2.0**-24 * scale + 1e-30), (name, which)
 
 
-SPLIT_SPECS = sorted(s.name for s in REGISTRY
-                     if isinstance(s.config, TileConfig) and s.config.split_k and s.abi is abi.GEMM_SPLIT)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", SPLIT_SPECS or ["none"])
-def test_split_k_spec_real_sizes(handle, name):
-    """Any split-K slice spec of the registry: partials at C + s * ldc * n sum to the product."""
+def test_split_k_spec_real_sizes(kernels, name):
+    """Any split-K slice spec of the registry: partials at C + s * ldc * n sum to the product,
+    C (the workspace) never read."""
     if name == "none":
         pytest.skip("the registry holds no split-K slice spec")
-    from sgblas.runtime.launch import launch
-
     spec = next(s for s in REGISTRY if s.name == name)
     cfg = spec.config
     ta, tb = spec.pair
@@ -498,11 +511,10 @@ def test_split_k_spec_real_sizes(handle, name):
     ldw = padded_ld(m, 0, 4)
     d_a, d_b = cuda.to_device(ops.A), cuda.to_device(ops.B)
     d_w = cuda.to_device(np.full(splits * ldw * n, np.nan, np.float32))
-    launch(handle._kernels[name], grid_for(cfg, m, n, splits), handle._stream[2],
-           (m, n, k, 1.0, d_a.device_ctypes_pointer.value, d_a.size, ops.lda,
-            d_b.device_ctypes_pointer.value, d_b.size, ops.ldb, 0.0,
-            d_w.device_ctypes_pointer.value, d_w.size, ldw, k_chunk))
-    cuda.synchronize()
+    _launch(kernels, spec, grid_for(cfg, m, n, splits),
+            (m, n, k, 1.0, d_a.device_ctypes_pointer.value, d_a.size, ops.lda,
+             d_b.device_ctypes_pointer.value, d_b.size, ops.ldb, 0.0,
+             d_w.device_ctypes_pointer.value, d_w.size, ldw, k_chunk))
     work = d_w.copy_to_host()
     total = sum(as_matrix(work[s * ldw * n:], m, n, ldw).astype(np.float64) for s in range(splits))
     ref = reference_gemm(ta, tb, m, n, k, 1.0, ops.A, ops.lda, ops.B, ops.ldb, 0.0, ops.C, ops.ldc)
