@@ -23,6 +23,13 @@ What is measured, and how:
   its median time), then the skinny shapes for sgblas and cuBLAS: bytes of A + B + C (C
   written once, beta = 0) over the median time, and its share of the copy's rate.
 
+- **Emulation** (``--emulate``, no GPU): the same error for sgblas's summation structure
+  computed on the CPU: each of S slices summed in k order with one rounding per step (a fused
+  multiply-add: the float64 sum of the exact product, rounded to float32), then the float32
+  partials added in split order; S is what the heuristic picks on a 132-SM device with the
+  default workspace (``--splits`` overrides it), at m = n = min(m, 128). Used to predict an error before a device run;
+  it reproduced the device's figures to about 1% (docs/tuning.md).
+
 Times are CUDA-event medians after warm-up on one non-blocking CuPy stream that sgblas and
 cuBLAS share. ``NVIDIA_TF32_OVERRIDE=0`` is set before CuPy loads cuBLAS. Writes
 ``perf/results/accuracy_<UTC date-time>_<device>.json`` and prints Markdown tables.
@@ -32,8 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import statistics
 import sys
 import time
@@ -79,6 +84,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bandwidth", action="store_true", help="skinny shapes against a device copy")
     p.add_argument("--skinny-shapes", type=parse_shapes, default=DEFAULT_SKINNY_SHAPES, metavar="MxNxK,...")
     p.add_argument("--reps", type=int, default=30, help="timed calls per measurement (default 30)")
+    p.add_argument("--emulate", action="store_true", help="CPU emulation of sgblas's error only (no GPU)")
+    p.add_argument("--splits", type=parse_ints, default=None, metavar="S,S,...",
+                   help="with --emulate: these split counts instead of the heuristic's")
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--out", type=Path, default=results_io.RESULTS_DIR, metavar="DIR")
     args = p.parse_args(argv)
@@ -226,7 +234,8 @@ def cost(bench: Bench, args) -> list[dict[str, Any]]:
                                       tflops=2.0 * m * n * k / t * 1e-12,
                                       rel_error=bench.rel_error(c, ref, m, n))
                 t = bench.median_s(lambda: bench.cublas_gemm(case, a, b, c), args.reps)
-                row["cublas"] = dict(median_s=t, tflops=2.0 * m * n * k / t * 1e-12, rel_error=bench.rel_error(c, ref, m, n))
+                row["cublas"] = dict(median_s=t, tflops=2.0 * m * n * k / t * 1e-12,
+                                     rel_error=bench.rel_error(c, ref, m, n))
                 row["split_over_unsplit_time"] = row["split"]["median_s"] / row["unsplit"]["median_s"]
                 rows.append(row)
                 print(f"  cost {m}x{n}x{k}: split {row['split']['tflops']:.1f} TFLOP/s ({row['split']['splits']}), "
@@ -280,6 +289,53 @@ def bandwidth(bench: Bench, args) -> dict[str, Any]:
     return out
 
 
+def emulated_error(dist: str, k: int, splits: int, m: int, seed: int) -> float:
+    """sgblas's relative Frobenius error for an m x m x k product split ``splits`` ways, computed
+    on the CPU with its summation structure (see the module docstring)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    if dist == "uniform":
+        a, b = rng.random((m, k), dtype=np.float32), rng.random((k, m), dtype=np.float32)
+    else:
+        a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = a64 @ b64
+    chunk = -(-k // splits)
+    total = None
+    for s in range(splits):
+        acc = np.zeros((m, m), np.float32)
+        for kk in range(s * chunk, min(k, (s + 1) * chunk)):
+            # exact product, one rounding: what a fused multiply-add does
+            acc = (acc.astype(np.float64) + np.outer(a64[:, kk], b64[kk])).astype(np.float32)
+        total = acc if total is None else total + acc  # float32 additions in split order
+    return float(np.linalg.norm(total - ref) / np.linalg.norm(ref))
+
+
+def emulate(args) -> list[dict[str, Any]]:
+    from sgblas.dispatch.plan import choose
+    from sgblas.enums import MathMode
+    from sgblas.handle import DEFAULT_WORKSPACE_BYTES
+    from sgblas.kernels.problem import GemmProblem
+    from sgblas.runtime.device import DeviceProperties
+
+    h200 = DeviceProperties(132, 2048, 32, 65536, 233472)
+    base = 0x7F0000000000
+    rows = []
+    for dist in args.dists:
+        for k in args.ks:
+            p = GemmProblem((9, 0), MathMode.FP32, "N", "N", args.m, args.m, k, base, args.m, base + 2**34, k,
+                            base + 2**35, args.m)
+            choice = choose(p, h200, DEFAULT_WORKSPACE_BYTES)
+            heuristic_splits = choice.split.splits if choice.split else 1
+            for splits in (args.splits or (heuristic_splits,)):
+                err = emulated_error(dist, k, splits, min(args.m, 128), args.seed + k)
+                rows.append(dict(dist=dist, k=k, m=args.m, splits=splits, heuristic_splits=heuristic_splits,
+                                 emulated_rel_error=err))
+                print(f"  emulated {dist:>7} K={k:>6} S={splits:>3}: {err:.3e}", flush=True)
+    return rows
+
+
 def _tables(doc: dict[str, Any]) -> str:
     lines = []
     if doc.get("accuracy"):
@@ -311,6 +367,9 @@ def _tables(doc: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.emulate:
+        emulate(args)
+        return 0
     from perf.bench import prepare_tf32_override
 
     ok, note = prepare_tf32_override()

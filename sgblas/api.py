@@ -403,4 +403,5 @@ def explain(handle: Handle, transa: str, transb: str, m: int, n: int, k: int,
     if choice.spec is None:
         return Explanation(None, choice.refused, Status.INTERNAL_ERROR, "no kernel accepted the problem",
                            choice.passed_over)
-    return Explanation(choice.spec.name, choice.refused, Status.SUCCESS, "", choice.passed_over, choice.spec.align)
+    return Explanation(choice.spec.name, choice.refused, Status.SUCCESS, choice.note, choice.passed_over,
+                       choice.spec.align)

@@ -129,8 +129,9 @@ def test_graph_capture_of_a_split_k_call(driver):
                 rng = np.random.default_rng(SEED + 3)
                 fresh_a = rng.standard_normal(case.A.size).astype(np.float32)
                 case.A = fresh_a
-                case.dA.copy_to_device(fresh_a)
-                before = case.reset_c()
+                case.dA.copy_to_device(fresh_a)  # the graph holds these buffers' addresses:
+                before = case.C.copy()           # refill them, never replace them
+                case.dC.copy_to_device(before)
                 cuda.synchronize()
                 driver.cuGraphLaunch(graph_exec, stream)
                 driver.cuStreamSynchronize(stream)

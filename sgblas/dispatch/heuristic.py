@@ -19,7 +19,8 @@ accepts:
    tie: more resident warps hide more latency.
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
-   and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,
+   and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it (from
+   :data:`ACCURACY_SPLIT_K` on, :data:`ACCURACY_MIN_CHUNK`); and,
    for accuracy, when k >= :data:`ACCURACY_SPLIT_K` even if the tiles fill the GPU, with
    splits of at most :data:`ACCURACY_CHUNK` (each split is summed on its own and the partials
    added in order, which shortens every float32 sum: ``docs/design.md``, "Split-K").
@@ -42,8 +43,9 @@ from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
-__all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
-           "Ranked", "Split", "occupancy", "ctas", "fill", "rank", "split_for", "pinned_split", "is_backstop"]
+__all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "ACCURACY_MIN_CHUNK", "MAX_SPLITS",
+           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
+           "split_for", "pinned_split", "is_backstop"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -58,6 +60,9 @@ MIN_SPLIT_CHUNK: int = 1024
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
 #: The most partials one call writes.
 MAX_SPLITS: int = 64
+#: From this K on, a few-tile problem's slices may be as short as this (rather than
+#: MIN_SPLIT_CHUNK), so that it can take as many splits as one wave holds: shorter float32 sums.
+ACCURACY_MIN_CHUNK: int = 256
 #: From this K on, a problem whose tiles fill the GPU is still split (when the workspace
 #: holds the partials), for accuracy ...
 ACCURACY_SPLIT_K: int = 16384
@@ -144,7 +149,8 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         cap = min(MAX_SPLITS, max(1, p.k // granule), by_workspace, 65535)
         lo = 1
     else:
-        cap = min(MAX_SPLITS, p.k // MIN_SPLIT_CHUNK, by_workspace, 65535)
+        shortest = ACCURACY_MIN_CHUNK if p.k >= ACCURACY_SPLIT_K else MIN_SPLIT_CHUNK
+        cap = min(MAX_SPLITS, p.k // shortest, by_workspace, 65535)
         lo = splitk.MIN_PARTIALS
         if p.k // MIN_SPLIT_CHUNK < lo:
             return None, (f"k={p.k} is too short to split: each of {lo} slices would keep less than "

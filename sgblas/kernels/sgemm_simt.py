@@ -29,11 +29,14 @@ one strategy per operand layout:
   the matrix's last element).
 * An operand contiguous along k (A in T, B in N: "k-major") is read with vector loads along k
   into registers (LDG.128 / LDG.64 / LDG.32) and stored transposed into shared memory after
-  the arithmetic, rows padded by 4 floats: ``8 / width`` lanes share one column (a 32-byte
-  sector) and the padding puts the 32 lanes' scalar stores in 32 distinct banks. K tails are
-  read element by element with zero fill. With both operands k-major (TN), the first
-  operand's copy is issued at the start of a K step and stored halfway through, the second's
-  issued halfway and stored at the end, so no more than one slice sits in registers at once.
+  the arithmetic. ``KQB`` lanes share a column (2 x 16 B, 4 x 8 B or 4 x 4 B: whole 16- or
+  32-byte runs), and the rows are padded by ``KPAD`` floats (4, 4, 8) so that the 32 lanes'
+  scalar stores fall in 32 distinct banks (CUTLASS's SIMT iterators for row-major A pad the
+  same way, ``simt_transpose_padding``). K tails are read element by element with zero fill.
+  The register-staged copies go in chunks of at most 8 floats a thread, spread over the K step
+  (issued at one k step, stored at the next chunk's), so one chunk is held in registers at a
+  time: with both operands k-major (TN) the first is issued at the start of a K step and
+  stored halfway, the second issued halfway and stored at the end.
 
 Columns past k are zero-filled; rows/columns past m/n are zero-filled or left stale (they only
 feed C elements that are never stored); so the kernel is exact for every m, n, k >= 1 whose
@@ -52,11 +55,11 @@ generating the kernel's source from the config: per k step, four 16-byte fragmen
 the next step (register double buffering) and the 8 x 8 FMA block, written as two
 constant-trip loops over ``cuda.local.array`` accumulators that NVVM does unroll, so every
 index is a constant and nothing reaches local memory. (Writing the 64 FMAs out as scalar
-statements gives the same SASS main loop but makes Numba's front end 4-6x slower.) The K loop
-itself is peeled three ways so its steady state has no K predicates: full steps, the step
-that copies the last slice (the one that ends A's or B's buffer: K tail, partial vectors element
-by element), and the last step. The text is compiled with ``exec``
-under this file's name, so Numba's on-disk cache can key it, and wrapped with ``cuda.jit``.
+statements gives the same SASS main loop but makes Numba's front end 4-6x slower; the
+epilogue's row loops likewise.) The K loop itself is peeled three ways so its steady state has
+no K predicates: full steps, the step that copies the last slice (the one that ends A's or B's
+buffer: K tail, partial vectors element by element), and the last step. The text is compiled
+with ``exec`` under this file's name, so Numba's on-disk cache can key it.
 
 Importing this module does not import Numba: the generator and the guard are plain Python,
 and Numba and :mod:`sgblas.kernels.memory` are imported by :func:`build_pyfunc` when a kernel
@@ -140,15 +143,27 @@ class TileConfig:
         return self.transb == "N"
 
     @property
+    def KQB(self) -> int:
+        """Lanes that share one column in a k-major copy: 2 x 16 B or 4 x 8 B (a 32-byte
+        sector a column), 4 x 4 B (half a sector: fewer column passes per thread, so fewer
+        address registers, which the 4-byte class needs most)."""
+        return {4: 2, 2: 4, 1: 4}[self.VEC]
+
+    @property
+    def KPAD(self) -> int:
+        """Row padding of a k-major operand's shared tile, in floats: a warp's transposed
+        stores then hit 32 distinct banks (KQB k-groups of VEC rows, 32 / KQB columns)."""
+        return 32 // (self.KQB * self.VEC)
+
+    @property
     def SA(self) -> int:
-        """Row stride of As[k][m]: padded by 4 when A is stored transposed into it (k-major A),
-        so the transposed scalar stores of a warp hit 32 distinct banks."""
-        return self.BM + 4 if self.a_kmajor else self.BM
+        """Row stride of As[k][m]: padded when A is stored transposed into it (k-major A)."""
+        return self.BM + self.KPAD if self.a_kmajor else self.BM
 
     @property
     def SB(self) -> int:
-        """Row stride of Bs[k][n]: padded by 4 when B is stored transposed into it."""
-        return self.BN + 4 if self.b_kmajor else self.BN
+        """Row stride of Bs[k][n]: padded when B is stored transposed into it (k-major B)."""
+        return self.BN + self.KPAD if self.b_kmajor else self.BN
 
     @property
     def launch_bounds(self) -> tuple[int, int]:
@@ -176,11 +191,11 @@ class TileConfig:
             "a warp tile along m must be 2 sub-tiles of 4 rows per lane: WM == 8 * LANES_M"
         assert self.WN == 2 * 4 * self.LANES_N and self.BN == self.WN * self.WARPS_N, \
             "a warp tile along n must be 2 sub-tiles of 4 columns per lane: WN == 8 * LANES_N"
-        assert self.BK % 8 == 0, "k-major copies give a 32-byte sector (8 floats) per column: BK % 8 == 0"
+        assert self.BK % 8 == 0, "k-major copies cover 8 floats of a column per pass: BK % 8 == 0"
         T, V = self.THREADS, self.VEC
         for kmajor, br, what in ((self.a_kmajor, self.BM, "A"), (self.b_kmajor, self.BN, "B")):
             if kmajor:
-                qb = 8 // V
+                qb = self.KQB
                 assert T % qb == 0 and br % (T // qb) == 0 and (self.BK * br // V) % T == 0, \
                     f"the {what} slice (BK x {br} as {V}-float vectors along k) must split evenly over the threads"
             else:
@@ -216,7 +231,6 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
            _Operand("b", "B", "Bs", cfg.b_kmajor, BN, SB, "n", "col0", "ldb64"))
     cp_ops = [o for o in ops if not o.kmajor]
     reg_ops = [o for o in ops if o.kmajor]
-    MID = BK // 2  # where the second register-staged operand's copy starts (TN)
 
     L: list[str] = []
     w = L.append
@@ -285,7 +299,7 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
             w(f"    {p}_wflip = int64({STAGE[p]}) + 2 * {p}_w   # x -> flip - x swaps stage 0 <-> 1")
             w(f"    {p}_step = {BK} * {o.ld}")
         else:
-            qb = 8 // V                      # lanes per column: one 32-byte sector
+            qb = cfg.KQB                     # lanes per column
             rq = (BK // V) // qb             # k-groups of a column one thread covers
             cpp = T // qb                    # columns per pass
             nl = BK * o.BR // V // T
@@ -317,6 +331,14 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     w("    for i in range(64):")
     w("        acc[i] = float32(0)")
     w("")
+
+    # The register-staged copies in chunks of at most CHUNK floats per thread, spread over the
+    # K step: chunk i is issued at k step starts[i] and stored to shared memory at starts[i + 1]
+    # (the last one at the end of the step), so no more than one chunk is held in registers.
+    CHUNK = 8
+    chunks = [(o, list(range(r0, min(r0 + CHUNK // V, geo[o.p]["n"]))))
+              for o in reg_ops for r0 in range(0, geo[o.p]["n"], CHUNK // V)]
+    starts = [i * BK // len(chunks) for i in range(len(chunks))]
 
     def issue_cp(o: _Operand, p: str, tail: bool) -> None:
         """cp.async the slice at {p}_g into the stage at {p}_w; with tail, zero past column kv."""
@@ -351,31 +373,34 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         g = geo[o.p]
         return V * g["qb"] * (r % g["rq"]), r // g["rq"]
 
-    def issue_reg(o: _Operand, p: str, tail: bool) -> None:
-        """Load the slice at {p}_g into registers; with tail, zero from k column kv on."""
+    def issue_reg(chunk, p: str, tail: bool) -> None:
+        """Load a chunk of the slice at {p}_g into registers; with tail, zero from k column kv on."""
+        o, loads = chunk
         x = o.p
         load = {4: "ldg4", 2: "ldg2", 1: "ldg1"}[V]
-        for r in range(geo[x]["n"]):
+        for r in loads:
             kq, c = reg_slot(o, r)
             at = f"{x}_g" + (f" + {kq}" if kq else "") + (f" + {c} * {x}_cs" if c else "")
             q = f"{x}_q + uint32({kq})" if kq else f"{x}_q"
+            ok = f"{x}_ok{c}"
             dst = ", ".join(f"x{x}{r}_{e}" for e in range(V))
             if not tail:
-                w(f"{p}if {x}_ok{c}:")
+                w(f"{p}if {ok}:")
                 w(f"{p}    {dst} = {load}({o.arr}, {at})")
             elif V == 1:
-                w(f"{p}x{x}{r}_0 = ldg1({o.arr}, {at}) if {x}_ok{c} and {q} < kv else float32(0)")
+                w(f"{p}x{x}{r}_0 = ldg1({o.arr}, {at}) if {ok} and {q} < kv else float32(0)")
             else:
-                w(f"{p}if {x}_ok{c} and {q} + uint32({V}) <= kv:")
+                w(f"{p}if {ok} and {q} + uint32({V}) <= kv:")
                 w(f"{p}    {dst} = {load}({o.arr}, {at})")
                 w(f"{p}else:")
                 for e in range(V):
-                    w(f"{p}    x{x}{r}_{e} = ldg1({o.arr}, {at} + {e}) if {x}_ok{c} and "
+                    w(f"{p}    x{x}{r}_{e} = ldg1({o.arr}, {at} + {e}) if {ok} and "
                       f"{q} + uint32({e}) < kv else float32(0)")
 
-    def store_reg(o: _Operand, p: str) -> None:
+    def store_reg(chunk, p: str) -> None:
+        o, loads = chunk
         x = o.p
-        for r in range(geo[x]["n"]):
+        for r in loads:
             kq, c = reg_slot(o, r)
             for e in range(V):
                 w(f"{p}sts1({o.sh}, {x}_ws + {x}_w + {(kq + e) * o.S + geo[x]['cpp'] * c}, x{x}{r}_{e})")
@@ -384,16 +409,15 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         """The copies that start with a K step: every cp.async and the first register one."""
         for o in cp_ops:
             issue_cp(o, p, tail)
-        if reg_ops:
-            issue_reg(reg_ops[0], p, tail)
+        if chunks:
+            issue_reg(chunks[0], p, tail)
         if cp_ops:
             w(f"{p}cp_async_commit()")
 
-    def finish_stage(p: str, prologue: bool = False) -> None:
-        """Registers -> shared for the register-staged copies still held, then make the stage
-        visible to the block."""
-        for o in (reg_ops if prologue else reg_ops[-1:]):
-            store_reg(o, p)
+    def finish_stage(p: str) -> None:
+        """The last register-staged chunk -> shared, then make the stage visible to the block."""
+        if chunks:
+            store_reg(chunks[-1], p)
         if cp_ops:
             w(f"{p}cp_async_wait_all()")
         w(f"{p}cuda.syncthreads()")
@@ -427,11 +451,12 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         """The BK unrolled k steps on the read stage; with has_next, hand over to the next."""
         for kk in range(BK):
             buf = kk % 2
-            if has_next and len(reg_ops) == 2 and kk == MID:
-                # Both operands k-major: the first one's registers go to shared memory now,
-                # and the second one's copy starts, so one slice at a time is in registers.
-                store_reg(reg_ops[0], p)
-                issue_reg(reg_ops[1], p, tail)
+            if has_next and kk in starts[1:]:
+                # The previous chunk's registers go to shared memory (the other stage, free
+                # since the last barrier), and the next chunk's copy starts.
+                i = starts.index(kk)
+                store_reg(chunks[i - 1], p)
+                issue_reg(chunks[i], p, tail)
             if kk < BK - 1:
                 load_frag(p, kk + 1, 1 - buf)
             elif has_next:
@@ -445,9 +470,10 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     w("    # ---- prologue: stage 0 <- the first K step (zero-filled past k)")
     w(f"    kv = uint32({K})")
     issue_start("    ", tail=True)
-    if len(reg_ops) == 2:
-        issue_reg(reg_ops[1], "    ", tail=True)
-    finish_stage("    ", prologue=True)
+    for i in range(1, len(chunks)):  # one chunk in registers at a time
+        store_reg(chunks[i - 1], "    ")
+        issue_reg(chunks[i], "    ", tail=True)
+    finish_stage("    ")
     advance("    ")
     load_frag("    ", 0, 0)
     w("")

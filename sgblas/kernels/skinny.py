@@ -10,21 +10,24 @@ one. Two layouts of L need two loops:
 
 * **dot** (L contiguous along k: B in N, or A in T). Eight lanes read 128 contiguous bytes of
   one column of L (a 16-byte vector each, k steps of 32), a warp covers 4 columns per load
-  and each lane ``NC`` = 4 columns, so a CTA of 8 warps owns 128 columns of Q. Each lane
+  and each lane ``NC`` = 4 columns, so a warp owns 16 columns of Q and a CTA ``QC``. Each lane
   multiplies its 4 k values by the 4 matching values of each of the P rows of S (16-byte
   shared loads) into ``P x NC`` accumulators. At the end of its k range the 8 lanes of a
   column group add their partial sums through shared memory, lane 0 first, in a fixed order.
 * **axpy** (L contiguous along Q: A in N, or B in T). Each lane reads 4 consecutive elements
-  of Q of one k row of L (a 16-byte vector), a CTA of 256 threads owns 1024 elements of Q, and
+  of Q of one k row of L (a 16-byte vector), a CTA owns ``4 * THREADS`` elements of Q, and
   each k contributes ``S(p, k) * L(q, k)`` to the lane's ``P x 4`` accumulators, S's k row
   being a broadcast 16-byte shared load. No lane shares an output with another.
 
 Both stage S through shared memory in pieces of ``KC`` k values, double-buffered with 4-byte
 ``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic, and
 both load the next k step of L before multiplying the current one (register double
-buffering), so each lane keeps 4 x 16 bytes of L in flight. Rows of S past P are zero-filled;
-the multiply-adds of a row block of 4 are skipped when the whole block is past P (a branch the
-CTA takes uniformly), so m = 3 does a quarter of m = 16's arithmetic.
+buffering), so each lane keeps 4 x 16 bytes of L in flight; each has a copy of its loop with no
+bounds tests, taken for the pieces that lie wholly inside the matrix. Rows of S past P are not
+copied (their stale values reach only accumulators that are never stored; past the end of K the
+copies zero-fill, since L's zeros times a stale NaN would not be zero); the multiply-adds of a
+row block of 4 are skipped when the whole block is past P (a branch the CTA takes uniformly),
+so m = 3 does a quarter of m = 16's arithmetic.
 
 K split: ``blockIdx.y`` is a split index s; the CTA covers k in
 ``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha * partial + beta * C`` into

@@ -145,6 +145,10 @@ def _scale_builder() -> Callable:
 #: problems with fewer tiles.
 _T128 = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8, group_m=8, min_blocks=2)
 _T64 = dict(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4, group_m=8, min_blocks=4)
+#: The same with A stored transposed (TN, TT): A's slice passes through registers (16 floats a
+#: thread in this tile, 8 in the large one), which spills under 4 CTAs' 128-register cap, so
+#: these run 3 CTAs per SM (168 registers).
+_T64_KA = dict(_T64, min_blocks=3)
 
 #: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
 #: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
@@ -166,12 +170,12 @@ SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128, transa="T", transb="T", align=4),
     TileConfig(**_T64, transa="N", transb="N", align=16),
     TileConfig(**_T64, transa="N", transb="T", align=16),
-    TileConfig(**_T64, transa="T", transb="N", align=16),
-    TileConfig(**_T64, transa="T", transb="T", align=16),
+    TileConfig(**_T64_KA, transa="T", transb="N", align=16),
+    TileConfig(**_T64_KA, transa="T", transb="T", align=16),
     TileConfig(**_T64, transa="N", transb="N", align=4),
     TileConfig(**_T64, transa="N", transb="T", align=4),
-    TileConfig(**_T64, transa="T", transb="N", align=4),
-    TileConfig(**_T64, transa="T", transb="T", align=4),
+    TileConfig(**_T64_KA, transa="T", transb="N", align=4),
+    TileConfig(**_T64_KA, transa="T", transb="T", align=4),
 )
 
 _PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))

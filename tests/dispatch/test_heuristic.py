@@ -47,24 +47,44 @@ def test_many_tile_shapes_keep_the_tile_kernels(pair):
         assert c.spec.role == "gemm" and c.split is None, (shape, c.spec.name)
 
 
-@pytest.mark.parametrize("pair", PAIRS)
-@pytest.mark.parametrize("shape, splits, k_chunk", [
+FEW_TILE_SHAPES = [
+    # (shape, splits and slice on 132 SMs for a 128x64 slice kernel with 4 CTAs per SM)
     ((128, 8192, 8192), 4, 2048),
     ((8192, 128, 8192), 4, 2048),
     ((1000, 1000, 100000), 4, 25008),
     ((512, 512, 65536), 16, 4096),
-    ((256, 256, 16384), 16, 1024),
+    ((256, 256, 16384), 64, 256),     # k >= 16384: slices down to 256, as many as one wave holds
+    ((256, 256, 32768), 64, 512),
     ((256, 256, 262144), 64, 4096),
-])
+]
+
+
+@pytest.mark.parametrize("pair", ["NN", "NT"])
+@pytest.mark.parametrize("shape, splits, k_chunk", FEW_TILE_SHAPES)
 def test_few_output_tiles_with_long_k_split_k(pair, shape, splits, k_chunk):
     c = chosen(*shape, pair)
     assert c.spec.name == f"sgemm_splitk_{pair.lower()}_128x64x16_2s_a16", c.spec.name
+    assert c.spec.blocks_per_sm == 4
     assert c.split == heuristic.Split(splits, k_chunk)
-    assert k_chunk % 16 == 0 and (splits - 1) * k_chunk < shape[2] <= splits * k_chunk
     reasons = dict(c.passed_over)
     tile = reasons[f"sgemm_simt_{pair.lower()}_128x64x16_2s_a16"]
     assert "splits K instead" in tile and "CTAs fill" in tile, tile
     assert str(splits) in c.note and "workspace" in c.note
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("shape", [s for s, _, _ in FEW_TILE_SHAPES])
+def test_every_pair_splits_into_one_full_wave(pair, shape):
+    """Whatever the slice kernel's CTAs per SM (the pairs with A transposed hold fewer), the
+    split fills one wave of resident slots, or takes the most splits allowed."""
+    m, n, k = shape
+    c = chosen(m, n, k, pair)
+    assert c.spec.role == "splitk" and c.spec.pair == (pair[0], pair[1]), c.spec.name
+    split = c.split
+    assert split.k_chunk % 16 == 0 and (split.splits - 1) * split.k_chunk < k <= split.splits * split.k_chunk
+    n_slots = heuristic.slots(c.spec, H200)
+    used = heuristic.ctas(c.spec, problem(m, n, k, pair)) * split.splits
+    assert used <= n_slots and (used >= 0.9 * n_slots or split.splits == heuristic.MAX_SPLITS)
 
 
 def test_splits_follow_the_sm_count():
@@ -78,11 +98,17 @@ def test_splits_follow_the_sm_count():
     assert chosen(512, 512, 65536, props=SMALL).split.splits == 2
 
 
+def test_slices_shorter_than_1024_only_from_k_16384():
+    assert chosen(256, 256, 8192).split == heuristic.Split(8, 1024)
+    assert chosen(256, 256, 16384).split == heuristic.Split(64, 256)
+
+
 def test_short_k_is_not_split():
     c = chosen(128, 8192, 1024)
     assert c.spec.name == "sgemm_simt_nn_128x64x16_2s_a16"
     reason = dict(c.passed_over)["sgemm_splitk_nn_128x64x16_2s_a16"]
-    assert reason == f"k=1024 is too short to split: each of 2 slices would keep less than {heuristic.MIN_SPLIT_CHUNK} of it"
+    assert reason == ("k=1024 is too short to split: each of 2 slices would keep less than "
+                      f"{heuristic.MIN_SPLIT_CHUNK} of it")
 
 
 def test_the_workspace_caps_the_splits_and_too_little_takes_a_kernel_that_needs_none():

@@ -203,7 +203,20 @@ def test_generated_source_copies_by_layout_and_alignment(name):
     for kk in range(cfg.BK):
         assert src.count(f"lds4(As, a_r + {kk * cfg.SA})") == 3, (name, kk)
     # k-major operands have padded shared rows (conflict-free transposed stores)
-    assert cfg.SA == cfg.BM + 4 * cfg.a_kmajor and cfg.SB == cfg.BN + 4 * cfg.b_kmajor
+    assert cfg.SA == cfg.BM + cfg.KPAD * cfg.a_kmajor and cfg.SB == cfg.BN + cfg.KPAD * cfg.b_kmajor
+
+
+@pytest.mark.parametrize("align", ALIGNS)
+def test_transposed_stores_hit_distinct_banks(align):
+    """The k-major copy's mapping: for every element of a vector, a warp's 32 scalar stores
+    into the padded shared rows fall in 32 distinct banks (and its loads cover whole 16- or
+    32-byte runs of a column)."""
+    cfg = TileConfig(align=align, transa="T")
+    qb, v, s = cfg.KQB, cfg.VEC, cfg.SA
+    assert qb * v * 4 >= 16
+    for e in range(v):
+        banks = {((qb_i * v + e) * s + j) % 32 for qb_i in range(qb) for j in range(32 // qb)}
+        assert len(banks) == 32, (align, e)
 
 
 def test_config_relationships_are_checked():
