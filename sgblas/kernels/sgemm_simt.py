@@ -171,10 +171,6 @@ class TileConfig:
         return (self.THREADS, self.min_blocks)
 
     @property
-    def uses_cp_async(self) -> bool:
-        return not (self.a_kmajor and self.b_kmajor)
-
-    @property
     def shared_bytes(self) -> int:
         return 4 * self.STAGES * self.BK * (self.SA + self.SB)
 
