@@ -43,8 +43,10 @@ FRAMEWORK_SHAPE = (1024, 1024, 1024)
 MODES: dict[str, tuple[dict[str, str], bool]] = {
     "off": ({"NVIDIA_TF32_OVERRIDE": "0", "CUPY_TF32": "0"}, False),
     "nvidia_tf32_override": ({"NVIDIA_TF32_OVERRIDE": "1", "CUPY_TF32": "0"}, False),
-    "cupy_tf32": ({"NVIDIA_TF32_OVERRIDE": "0", "CUPY_TF32": "1"}, False),
-    "torch_tf32": ({"NVIDIA_TF32_OVERRIDE": "0", "CUPY_TF32": "0", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}, True),
+    # NVIDIA_TF32_OVERRIDE=0 would veto the frameworks' own switches, so it is left unset where
+    # a framework switch is the one under test.
+    "cupy_tf32": ({"CUPY_TF32": "1"}, False),
+    "torch_tf32": ({"CUPY_TF32": "0", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}, True),
     "all": ({"NVIDIA_TF32_OVERRIDE": "1", "CUPY_TF32": "1", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}, True),
 }
 _SWITCHES = ("NVIDIA_TF32_OVERRIDE", "CUPY_TF32", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "NUMBA_ENABLE_CUDASIM")

@@ -18,7 +18,11 @@ SPIN_SECONDS = 1.0
 @pytest.fixture(scope="module")
 def driver():
     from cuda.bindings import driver
+    from numba import cuda
 
+    # cuStreamCreate needs a current context; run alone (the first test of a process), nothing
+    # else would have made the primary context current on this thread.
+    cuda.current_context()
     return driver
 
 

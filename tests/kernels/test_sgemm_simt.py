@@ -483,7 +483,8 @@ def test_offsets_past_2_to_the_31(kernels, name, which):
     offsets that multiply a leading dimension are 64-bit."""
     spec = SIMT[name]
     ta, tb = spec.pair
-    m, n, k = 70, 3, 3
+    # Three columns in the operand with the huge leading dimension (a stored A^T has m columns).
+    m, n, k = (3 if which == "A" and ta == "T" else 70), 3, 3
     rows = {"A": stored_shape(ta, m, k), "B": stored_shape(tb, k, n), "C": (m, n)}
     big = 2**30 + 4  # column 2 starts at 2**31 + 8 elements
     lds = {key: (big if key == which else padded_ld(r, 1, 4)) for key, (r, _) in rows.items()}
