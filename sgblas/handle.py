@@ -198,6 +198,7 @@ class Handle:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` has been called (calls then return ``NOT_INITIALIZED``)."""
         return self._closed
 
     def close(self) -> None:
@@ -221,7 +222,7 @@ class Handle:
     def __enter__(self) -> "Handle":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

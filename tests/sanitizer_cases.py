@@ -84,9 +84,9 @@ def candidate_shapes(spec: Any, kind: str) -> Iterable[tuple[int, int, int]]:
         if kind == "tile":
             yield bm * a, bn * b, 4 * bk
         elif kind == "tail":
-            # m a multiple of 4 but not of the tile: the NN kernels refuse other m (their
-            # 16-byte copies of A), and the general kernel is reached by the odd-ld modes
-            yield bm * a + 4, bn * b + 3, 4 * bk + 3
+            # m, n and k past a tile, m odd: the 16-byte classes copy A's last partial vector
+            # element by element (the predicated tail), which is what memcheck must see
+            yield bm * a + 3, bn * b + 3, 4 * bk + 3
         else:
             yield bm * a + 4, bn * b + 1, max(1, bk // 2 - 1)
 

@@ -16,7 +16,8 @@ accepts:
    smaller of the launch bound and the device's thread and block limits). The largest tile
    whose fill reaches :data:`FILL_TARGET` wins: large tiles reuse each loaded element more.
    When no tile fills the GPU, the one with the highest fill wins, the one with more CTAs on a
-   tie: more resident warps hide more latency.
+   tie: more resident warps hide more latency. Between alignment classes of one tile, the
+   widest accesses win.
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
    and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it (from
@@ -227,10 +228,10 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     # The tile kernels, by how well their output tiles fill the GPU.
     filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
     if filled:
-        order = sorted(filled, key=lambda s: -(s.tile[0] * s.tile[1]))
-        order += sorted((s for s in tiled if s not in filled), key=lambda s: -fill(s, p, props))
+        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), -s.align))
+        order += sorted((s for s in tiled if s not in filled), key=lambda s: (-fill(s, p, props), -s.align))
     else:
-        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p)))
+        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), -s.align))
     best_tile = order[0] if order else None
 
     out: list[Ranked] = []
@@ -252,7 +253,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     # Split-K: few output tiles and a long K, or a very long K for accuracy.
     split_reasons: dict[str, str] = {}
     few_tiles = best_tile is None or fill(best_tile, p, props) < FILL_TARGET
-    for spec in sorted(splits, key=lambda s: -(s.tile[0] * s.tile[1])):
+    for spec in sorted(splits, key=lambda s: (-(s.tile[0] * s.tile[1]), -s.align)):
         if few_tiles:
             split, note = split_for(spec, p, props, workspace_bytes)
             if split is not None and best_tile is not None and \

@@ -113,3 +113,9 @@ def test_every_spec_is_complete(spec):
     grid = spec.grid(300, 200, 100)
     assert len(grid) == 3 and all(isinstance(g, int) and g >= 1 for g in grid)
     assert spec.align in (4, 8, 16) and spec.min_cc >= (5, 0)
+
+
+def test_the_widest_alignment_class_a_problem_allows_wins():
+    for lda, a, expected in ((4096, ALIGNED, 16), (4098, ALIGNED, 8), (4097, ALIGNED, 4), (4096, ALIGNED + 8, 8)):
+        choice = choose(problem(lda=lda, a=a), H200_PROPS, WORKSPACE)
+        assert choice.spec.align == expected, (lda, hex(a), choice.spec.name)
