@@ -87,15 +87,15 @@ def _warm_up_at_import() -> None:
         return
     try:
         from sgblas.kernels.spec import REGISTRY
-        from sgblas.runtime import driver, loader
+        from sgblas.runtime import loader
 
         device = current_device()
         loader.load_device(device, REGISTRY)
-        if driver.primary_context_active(device):
-            # The process already works on this device: put the kernels into its context now,
-            # while importing, so that no later call (nor gemm's first handle) has to wait for
-            # the context's streams to load them.
-            loader.make_resident(device)
+        # Retain the device's primary context (the one Numba, CuPy and PyTorch use; created
+        # here if nothing has yet) and put every kernel into it now: loading code into a
+        # context waits for its streams, so doing it at import is what lets every later call,
+        # gemm's first one included, never wait (docs/api.md, "Streams and synchronisation").
+        loader.make_resident(device)
     except Exception as exc:  # import must work; the first Handle reports the failure
         _warmup_error = exc
 

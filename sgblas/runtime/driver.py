@@ -26,7 +26,6 @@ __all__ = [
     "device_cc",
     "device_name",
     "primary_context_retain",
-    "primary_context_active",
     "current_context",
     "context_device",
     "stream_context",
@@ -96,7 +95,6 @@ def _bind(lib) -> None:
         "cuDeviceGetAttribute": [_INT_P, ctypes.c_int, ctypes.c_int],
         "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
         "cuDevicePrimaryCtxRetain": [_PP, ctypes.c_int],
-        "cuDevicePrimaryCtxGetState": [ctypes.c_int, ctypes.POINTER(ctypes.c_uint), _INT_P],
         "cuStreamIsCapturing": [_P, _INT_P],
         "cuCtxGetCurrent": [_PP],
         "cuCtxGetDevice": [_INT_P],
@@ -212,15 +210,6 @@ def primary_context_retain(ordinal: int) -> int:
     ctx = ctypes.c_void_p()
     _check("cuDevicePrimaryCtxRetain", _lib().cuDevicePrimaryCtxRetain(ctypes.byref(ctx), _device(ordinal)))
     return ctx.value or 0
-
-
-def primary_context_active(ordinal: int) -> bool:
-    """Whether device ``ordinal``'s primary context exists (someone has retained it); asks
-    without creating it."""
-    flags, active = ctypes.c_uint(), ctypes.c_int()
-    _check("cuDevicePrimaryCtxGetState",
-           _lib().cuDevicePrimaryCtxGetState(_device(ordinal), ctypes.byref(flags), ctypes.byref(active)))
-    return bool(active.value)
 
 
 _tls = threading.local()
