@@ -24,6 +24,7 @@ it different streams) without ordering those streams, which is the caller's race
 
 from __future__ import annotations
 
+import logging
 from typing import Any, NamedTuple
 
 from sgblas.dispatch import heuristic
@@ -36,6 +37,12 @@ from sgblas.runtime import device as _device
 from sgblas.runtime.launch import LoadedKernel, launch
 
 __all__ = ["Plan", "Choice", "choose", "plan_for", "execute", "PLAN_CACHE_SIZE"]
+
+#: ``logging.getLogger("sgblas")``: DEBUG when a handle meets a shape class for the first time,
+#: with the variant chosen for it. Every later call of that class runs the same plan, so this
+#: is the per-call choice too, and a call that finds its plan logs nothing: with logging off
+#: a call pays no logging cost at all.
+log = logging.getLogger("sgblas")
 
 #: Shape classes a handle remembers before its memo starts over.
 PLAN_CACHE_SIZE = 4096
@@ -134,6 +141,11 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
         if len(plans) >= PLAN_CACHE_SIZE:
             plans.clear()
         plans[key] = plan
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("new shape class on device %d: %s%s m=%d n=%d k=%d (pointers mod 16: %d %d %d, "
+                      "lds mod 4: %d %d %d) runs %s%s", handle.device, ta, tb, m, n, k, a_ptr & 15, b_ptr & 15,
+                      c_ptr & 15, lda & 3, ldb & 3, ldc & 3, plan.spec.name,
+                      f" split {plan.splits} ways" if plan.splits > 1 else "")
     return plan
 
 

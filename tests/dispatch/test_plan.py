@@ -119,3 +119,20 @@ def test_the_widest_alignment_class_a_problem_allows_wins():
     for lda, a, expected in ((4096, ALIGNED, 16), (4098, ALIGNED, 8), (4097, ALIGNED, 4), (4096, ALIGNED + 8, 8)):
         choice = choose(problem(lda=lda, a=a), H200_PROPS, WORKSPACE)
         assert choice.spec.align == expected, (lda, hex(a), choice.spec.name)
+
+
+def test_a_new_shape_class_is_logged_once_at_debug_with_its_variant(caplog):
+    import logging
+
+    import numpy as np
+    from numba import cuda
+
+    import sgblas
+
+    a = cuda.to_device(np.ones(12, np.float32))
+    c = cuda.to_device(np.zeros(6, np.float32))
+    with sgblas.Handle() as h, caplog.at_level(logging.DEBUG, logger="sgblas"):
+        for _ in range(3):
+            assert sgblas.sgemm(h, "N", "N", 3, 2, 2, 1.0, a, 3, a, 2, 0.0, c, 3) == sgblas.Status.SUCCESS
+    lines = [r.getMessage() for r in caplog.records if "new shape class" in r.getMessage()]
+    assert len(lines) == 1 and "NN m=3 n=2 k=2" in lines[0] and " runs sgemm_" in lines[0], lines
