@@ -25,7 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 from sgblas.runtime.device import SIMULATOR, pointer_device
 
-__all__ = ["Operand", "read_operand", "read_device_span", "forget_devices", "column_major_view", "matrix_view"]
+__all__ = ["Operand", "read_operand", "read_device_span", "forget_devices", "matrix_view"]
 
 _FLOAT32_TYPESTRS = frozenset(("<f4", "=f4", "f4"))
 
@@ -574,19 +574,12 @@ def read_device_span(x: Any) -> tuple | None:
     return answer
 
 
-def column_major_view(op: Operand, name: str) -> tuple[int, int, bool] | str:
-    """How a 2-D operand reads as a column-major buffer: ``(rows, ld, transposed)``.
-
-    ``transposed`` is False when the buffer read column-major with ``ld`` *is* the array and
-    True when it is the array's transpose (a C-ordered array). Returns a sentence when the
-    array is not 2-D or is strided in both dimensions, which no leading dimension describes.
-    """
-    return matrix_view(op.shape, op.strides, name)
-
-
 def matrix_view(shape: tuple, strides: tuple | None, name: str) -> tuple[int, int, bool] | str:
-    """:func:`column_major_view` of an array given by its shape and element strides (None for
-    C-contiguous). Never raises: a shape or strides it cannot read is a sentence too."""
+    """How a 2-D array reads as a column-major buffer: ``(rows, ld, transposed)``, from its shape
+    and element strides (None for C-contiguous). ``transposed`` is False when the buffer read
+    column-major with ``ld`` is the array and True when it is the array's transpose (a C-ordered
+    array). A sentence when the array is not 2-D or has no unit stride, which no leading
+    dimension describes. Never raises: a shape or strides it cannot read is a sentence too."""
     try:
         if len(shape) != 2:
             return f"{name} has {len(shape)} dimensions; gemm needs 2-D arrays"
