@@ -131,31 +131,20 @@ class Handle:
                 keep = np.empty(nbytes, np.uint8)  # host memory stands for device memory there
                 ptr = keep.ctypes.data
             else:
-                pushed = driver.current_context() != self._context
-                if pushed:
-                    driver.push_context(self._context)
                 try:
-                    ptr = driver.mem_alloc(nbytes)
+                    with driver.made_current(self._context):
+                        ptr = driver.mem_alloc(nbytes)
                 except DriverError as exc:
                     raise SgblasError(Status.ALLOC_FAILED, f"allocating a workspace of {nbytes} bytes on "
                                                            f"device {self.device} failed: {exc}") from exc
-                finally:
-                    if pushed:
-                        driver.pop_context()
         self._workspace = (ptr, nbytes, keep)
         self._plans = {}  # which kernels fit depends on the workspace
         if old_ptr and old_keep is None:
             self._free(old_ptr)
 
     def _free(self, ptr: int) -> None:
-        pushed = driver.current_context() != self._context
-        if pushed:
-            driver.push_context(self._context)
-        try:
+        with driver.made_current(self._context):
             driver.mem_free(ptr)
-        finally:
-            if pushed:
-                driver.pop_context()
 
     @property
     def workspace_bytes(self) -> int:

@@ -15,9 +15,11 @@ allocated on device 1 (the cause was not isolated); this one gives device 1
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
 import threading
+from typing import Iterator
 
 __all__ = [
     "DriverError",
@@ -31,6 +33,7 @@ __all__ = [
     "stream_context",
     "stream_capturing",
     "push_context",
+    "made_current",
     "pop_context",
     "pointer_attributes",
     "library_load",
@@ -262,6 +265,20 @@ def stream_capturing(stream: int) -> bool:
 def push_context(context: int) -> None:
     """Make ``context`` current for the calling thread (undo with :func:`pop_context`)."""
     _check("cuCtxPushCurrent", _lib().cuCtxPushCurrent_v2(context))
+
+
+@contextlib.contextmanager
+def made_current(context: int) -> Iterator[None]:
+    """Run the block with ``context`` current, pushing it only when another is (set-up paths;
+    the launch path does the same inline, where a generator's cost would show)."""
+    pushed = current_context() != context
+    if pushed:
+        push_context(context)
+    try:
+        yield
+    finally:
+        if pushed:
+            pop_context()
 
 
 def pop_context() -> None:

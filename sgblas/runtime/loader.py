@@ -135,15 +135,9 @@ def make_resident(device: int) -> bool:
         if context in _resident:
             return False
         table = _loaded.get(device, {})
-        pushed = driver.current_context() != context
-        if pushed:
-            driver.push_context(context)
-        try:
+        with driver.made_current(context):
             for kernel in table.values():
                 driver.function_load(driver.kernel_function(kernel.function))
-        finally:
-            if pushed:
-                driver.pop_context()
         _resident.add(context)
         return True
 
