@@ -160,18 +160,17 @@ class Handle:
         """Bind later calls to ``stream`` (see :func:`stream_handle` for what is accepted)."""
         raw = stream_handle(stream)
         launch_stream = BACKEND.launch_stream(stream, raw)  # the ready argument of the launch
-        if not BACKEND.simulated:
-            if raw not in _DEFAULT_STREAMS:
-                # A kernel launched on a stream runs in the stream's context, so a stream of
-                # another device (or context) would run sgblas's kernels away from the memory
-                # this handle checks operands against.
-                try:
-                    owner = stream_context(raw)
-                except DriverError as exc:
-                    raise InvalidValueError(f"stream {raw:#x} is not a stream the driver knows: {exc}") from exc
-                if owner != self._context:
-                    raise InvalidValueError(f"stream {raw:#x} belongs to another context than device "
-                                            f"{self.device}'s primary context, which this handle uses")
+        if not BACKEND.simulated and raw not in _DEFAULT_STREAMS:
+            # A kernel launched on a stream runs in the stream's context, so a stream of another
+            # device (or context) would run sgblas's kernels away from the memory this handle
+            # checks operands against.
+            try:
+                owner = stream_context(raw)
+            except DriverError as exc:
+                raise InvalidValueError(f"stream {raw:#x} is not a stream the driver knows: {exc}") from exc
+            if owner != self._context:
+                raise InvalidValueError(f"stream {raw:#x} belongs to another context than device "
+                                        f"{self.device}'s primary context, which this handle uses")
         # One tuple assignment, so a concurrent call sees either the old or the new stream.
         self._stream = (stream, raw, launch_stream)
 
