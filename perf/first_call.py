@@ -15,6 +15,10 @@ Scenarios:
   process on CuPy arrays behind the busy stream, with ``import sgblas`` after CuPy made the
   context (the kernels become resident at import) or before it (then gemm's first handle
   must load them into the context).
+* ``gemm_new_stream``: after a warm-up gemm, the first ``gemm`` on each of several new CuPy
+  streams (each makes gemm create a handle for that stream) behind the busy stream, and the
+  parts of that first call timed alone: ``Handle`` creation with and without a workspace,
+  ``cuMemAlloc`` of the default workspace, and choosing a plan on a handle that has none.
 * ``gemm_stream``: ``gemm`` inside ``with cupy.cuda.Stream(non_blocking=True)`` and
   ``with torch.cuda.stream(...)``, its operands written behind a long kernel on that stream.
 """
@@ -29,7 +33,8 @@ import subprocess
 import sys
 import time
 
-SCENARIOS = ("sgemm_first", "get_function", "gemm_stream", "gemm_first_after_context", "gemm_first_before_context")
+SCENARIOS = ("sgemm_first", "get_function", "gemm_stream", "gemm_first_after_context", "gemm_first_before_context",
+             "gemm_new_stream")
 
 
 def _emit(record: dict, out: list) -> None:
@@ -247,6 +252,63 @@ def scenario_gemm_stream(spin_s: float, out: list) -> None:
                 got = float(c[0, 0]), float(c[-1, -1])
             _emit({"scenario": "gemm_stream", "library": lib, "call": attempt, "host_ms": 1e3 * host,
                    "expected": 6.0 * n, "got": got, "ok": got == (6.0 * n, 6.0 * n)}, out)
+
+
+def scenario_gemm_new_stream(spin_s: float, out: list) -> None:
+    import cupy as cp
+
+    import sgblas
+    from sgblas.dispatch import plan as plan_module
+    from sgblas.handle import DEFAULT_WORKSPACE_BYTES
+    from sgblas.runtime import driver
+
+    n = 1024
+    a = cp.ones((n, n), cp.float32, order="F")
+    b = cp.ones((n, n), cp.float32, order="F")
+    c = cp.empty((n, n), cp.float32, order="F")
+    sgblas.gemm(a, b, c)  # the process's first gemm: imports, the first handle, the first plan
+    cp.cuda.Device().synchronize()
+    spin = _spinner()
+    busy = _stream()
+
+    def timed(what, fn, repeat=5):
+        for i in range(repeat):
+            _spin(spin, busy, spin_s / 10)
+            t0 = time.perf_counter()
+            fn()
+            host = time.perf_counter() - t0
+            _emit({"scenario": "gemm_new_stream", "what": what, "i": i, "host_ms": 1e3 * host,
+                   "busy_still_running": _busy_now(busy)}, out)
+            cp.cuda.Device().synchronize()
+
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(15)]  # 5 calls x 3 uses
+    pool = iter(streams)
+
+    def first_gemm():
+        with next(pool):
+            sgblas.gemm(a, b, c)
+
+    timed("first gemm on a new stream", first_gemm)
+    # Kept alive: closing a handle frees its workspace with cuMemFree, which waits for the
+    # device (the busy stream), as cublasDestroy may; creation is what is timed here.
+    handles = []
+    timed("Handle(stream=new)", lambda: handles.append(sgblas.Handle(stream=next(pool))))
+    timed("Handle(stream=new, workspace_bytes=0)",
+          lambda: handles.append(sgblas.Handle(stream=next(pool), workspace_bytes=0)))
+    ptrs = []
+    timed("cuMemAlloc(default workspace)", lambda: ptrs.append(driver.mem_alloc(DEFAULT_WORKSPACE_BYTES)))
+    handle = sgblas.Handle(workspace_bytes=12345)  # a memo of its own, empty
+
+    def new_plan():
+        handle._plans.clear()
+        plan_module.plan_for(handle, "N", "N", n, n, n, True, a.data.ptr, n, b.data.ptr, n, c.data.ptr, n)
+
+    timed("choosing a plan", new_plan)
+    cp.cuda.Device().synchronize()
+    for ptr in ptrs:
+        driver.mem_free(ptr)
+    for h in handles:
+        h.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,6 +98,13 @@ def _warm_up_at_import() -> None:
         loader.make_resident(device)
     except Exception as exc:  # import must work; the first Handle reports the failure
         _warmup_error = exc
+        return
+    try:
+        from sgblas.handle import reserve_workspace
+
+        reserve_workspace(device)  # the first handle's workspace, allocated outside any call
+    except Exception:  # no memory to spare now: that handle allocates its own, or says why
+        pass
 
 
 _warm_up_at_import()

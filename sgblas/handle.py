@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sgblas.dispatch.plan import memo_for
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
 from sgblas.kernels.spec import REGISTRY
@@ -16,6 +17,21 @@ __all__ = ["Handle", "stream_handle", "DEFAULT_WORKSPACE_BYTES"]
 
 #: The workspace a handle allocates unless told otherwise (as cuBLAS recommends for Hopper).
 DEFAULT_WORKSPACE_BYTES: int = 32 * 1024 * 1024
+
+#: Per device, a workspace of :data:`DEFAULT_WORKSPACE_BYTES` that ``import sgblas`` allocated
+#: in the device's primary context (:func:`reserve_workspace`). The first handle of that device
+#: that asks for the default size takes it over, so creating it, or gemm's first call, which
+#: creates gemm's handle, does not pay for ``cuMemAlloc`` (docs/api.md, "Streams").
+_RESERVED: dict[int, int] = {}
+
+
+def reserve_workspace(device: int) -> None:
+    """Allocate :data:`_RESERVED`'s workspace for ``device`` (a set-up step; once)."""
+    if BACKEND.simulated or device in _RESERVED:
+        return
+    with driver.made_current(primary_context_handle(device)):
+        _RESERVED[device] = driver.mem_alloc(DEFAULT_WORKSPACE_BYTES)
+
 
 #: The legacy (0 and 1) and per-thread (2) default-stream handles: they run in whichever
 #: context is current, so a call on them makes the handle's context current first.
@@ -131,14 +147,17 @@ class Handle:
                 keep = np.empty(nbytes, np.uint8)  # host memory stands for device memory there
                 ptr = keep.ctypes.data
             else:
+                if nbytes == DEFAULT_WORKSPACE_BYTES and _RESERVED:
+                    ptr = _RESERVED.pop(self.device, 0)  # one handle gets it, whichever thread asks
                 try:
-                    with driver.made_current(self._context):
-                        ptr = driver.mem_alloc(nbytes)
+                    if not ptr:
+                        with driver.made_current(self._context):
+                            ptr = driver.mem_alloc(nbytes)
                 except DriverError as exc:
                     raise SgblasError(Status.ALLOC_FAILED, f"allocating a workspace of {nbytes} bytes on "
                                                            f"device {self.device} failed: {exc}") from exc
         self._workspace = (ptr, nbytes, keep)
-        self._plans = {}  # which kernels fit depends on the workspace
+        self._plans = memo_for(self.device, self.math_mode, nbytes)  # which kernels fit depends on it
         if old_ptr and old_keep is None:
             self._free(old_ptr)
 

@@ -356,7 +356,9 @@ def _read_dlpack(x: Any, name: str, stream: int) -> Operand | str | None:
     # The array API standard numbers the legacy default stream 1 for CUDA and forbids 0.
     consumer = stream if stream else 1
     capsule = None
-    refusal: Exception | None = None
+    # The refusal is kept as text: the exception's traceback holds this frame, and with it the
+    # capsule, which would then outlive the call until the garbage collector breaks the cycle.
+    refusal = ""
     # Newest request first: a versioned capsule, exported in place (copy=False, since a copy
     # would die with the capsule, before the kernel runs). An exporter that predates an
     # argument refuses it with TypeError, and the next request leaves it out.
@@ -367,11 +369,11 @@ def _read_dlpack(x: Any, name: str, stream: int) -> Operand | str | None:
             capsule = export(**request)
             break
         except TypeError as exc:
-            refusal = exc
+            refusal = _exception(exc)
         except Exception as exc:
             return f"{name}'s __dlpack__(stream={consumer}) raised {_exception(exc)}"
     else:
-        return (f"{name}'s __dlpack__ refused a stream argument ({_exception(refusal)}), so its "
+        return (f"{name}'s __dlpack__ refused a stream argument ({refusal}), so its "
                 f"pending work cannot be ordered before the stream sgemm runs on")
     return _read_capsule(capsule, x, name)
 

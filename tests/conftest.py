@@ -56,10 +56,14 @@ def pytest_report_header(config):
 
 @pytest.fixture(autouse=True)
 def _forget_array_devices():
-    """Tests that fake the pointer query leave answers behind; no test sees another's."""
+    """Tests that fake the pointer query, the registry or the heuristic leave answers behind
+    (remembered pointer devices, shared plan memos); no test sees another's."""
     yield
     import sys
 
     operands = sys.modules.get("sgblas.operands")
     if operands is not None:
         operands.forget_devices()
+    plans = sys.modules.get("sgblas.dispatch.plan")
+    if plans is not None:
+        plans.forget_plans()

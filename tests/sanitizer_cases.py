@@ -80,15 +80,23 @@ def _stored(trans: str, rows: int, cols: int) -> tuple[int, int]:
 
 def candidate_shapes(spec: Any, kind: str) -> Iterable[tuple[int, int, int]]:
     bm, bn, bk = spec.tile
+    # A skinny variant's small dimension stays within its bound (its tile's side there):
+    # the whole side for tile shapes, an odd part of it otherwise.
+    small = spec.config.small if spec.role == "skinny" else None
     for a, b in LADDER:
         if kind == "tile":
-            yield bm * a, bn * b, 4 * bk
+            m, n, k = bm * a, bn * b, 4 * bk
         elif kind == "tail":
             # m, n and k past a tile, m odd: the 16-byte classes copy A's last partial vector
             # element by element (the predicated tail), which is what memcheck must see
-            yield bm * a + 3, bn * b + 3, 4 * bk + 3
+            m, n, k = bm * a + 3, bn * b + 3, 4 * bk + 3
         else:
-            yield bm * a + 4, bn * b + 1, max(1, bk // 2 - 1)
+            m, n, k = bm * a + 4, bn * b + 1, max(1, bk // 2 - 1)
+        if small == "m":
+            m = bm if kind == "tile" else bm - 3
+        elif small == "n":
+            n = bn if kind == "tile" else bn - 3
+        yield m, n, k
 
 
 def find_shape(handle, spec: Any, kind: str) -> Shape | None:
@@ -185,6 +193,27 @@ def gemm_variants() -> list[Any]:
     return list(GEMM_KERNELS)
 
 
+def _fill_the_bindings_table_first() -> None:
+    """Let ``cuda.bindings`` look up its driver entry points before anything calls ``cuInit``.
+
+    Numba drives the GPU through ``cuda.bindings``, which asks ``cuGetProcAddress_v2`` for every
+    symbol of its release; those newer than the driver fail, harmlessly. Asked after ``cuInit``
+    (sgblas calls it at import), the sanitizer sees and counts each failure; asked before, it
+    does not (docs/reliability.md, "Why memcheck counts failed cuGetProcAddress_v2 calls").
+    ``cuDriverGetVersion`` needs no ``cuInit`` and fills the table. Then memcheck can run with
+    API-error reporting at its default, which also checks sgblas's own driver calls.
+    """
+    import os
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        return
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # older numba-cuda stacks without cuda.bindings make no such lookups
+        return
+    driver.cuDriverGetVersion()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
@@ -200,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if not set(kinds) <= set(KINDS):
         parser.error(f"--kinds must be a subset of {KINDS}")
 
+    _fill_the_bindings_table_first()
     import sgblas
     from sgblas.runtime.device import SIMULATOR
 

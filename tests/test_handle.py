@@ -104,3 +104,34 @@ def test_explain_names_the_alignment_class_and_every_other_variant():
     assert e.kernel is not None and e.alignment in (4, 8, 16)
     assert {n for n, _ in e.refusals + e.passed_over} == {s.name for s in GEMM_KERNELS} - {e.kernel}
     assert f"alignment class {e.alignment} bytes" in str(e) and "cannot run" in str(e)
+
+
+_FIRST_HANDLE_TAKES_THE_RESERVE = """
+import sgblas
+from sgblas import handle as handle_module
+reserved = dict(handle_module._RESERVED)
+device = sgblas.Handle(workspace_bytes=0).device  # a handle without a workspace leaves it
+assert reserved.get(device), reserved
+assert handle_module._RESERVED == reserved
+first = sgblas.Handle()
+assert first.workspace_ptr == reserved[device] and device not in handle_module._RESERVED
+second = sgblas.Handle()
+assert second.workspace_ptr and second.workspace_ptr != first.workspace_ptr
+first.close(); second.close()
+print("ok")
+"""
+
+
+@pytest.mark.gpu
+def test_the_first_default_workspace_is_allocated_at_import_and_taken_once():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
+    done = subprocess.run([sys.executable, "-c", _FIRST_HANDLE_TAKES_THE_RESERVE], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

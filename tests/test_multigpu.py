@@ -214,10 +214,13 @@ class _FakeContexts:
 def _scoped_call(handle, monkeypatch, contexts, launch, ctx=0xB0B):
     """sgemm on ``handle`` bound (for the test) to context ``ctx``, with ``launch`` recording."""
     case = Case(SEED + 7, "N", "N", 4, 3, 2)
-    monkeypatch.setattr(handle, "_context", ctx)
     monkeypatch.setattr(plan_module, "launch", launch)
-    with contexts.installed(monkeypatch):
-        status = sgblas.sgemm(handle, *case.args(1.0, 0.0))
+    # The fake context is the handle's only for the call: closing the handle frees its workspace
+    # in its real context.
+    with monkeypatch.context() as scoped:
+        scoped.setattr(handle, "_context", ctx)
+        with contexts.installed(monkeypatch):
+            status = sgblas.sgemm(handle, *case.args(1.0, 0.0))
     return status, case
 
 

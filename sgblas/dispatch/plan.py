@@ -5,9 +5,10 @@ the handle's device, and its grid; for a split-K or skinny variant that splits K
 split (``splits`` slices of ``k_chunk``), the reduction kernel and its grid. The shape class
 is everything legality and the heuristic may read: transpose pair, m, n, k, whether A and B
 are read at all (k and alpha nonzero), and the alignment of every pointer (mod 16) and leading
-dimension (mod 4). Plans are memoised per handle (a handle fixes the device, its properties
-and its workspace, and setting the workspace forgets them), so a repeated shape costs one
-dictionary lookup.
+dimension (mod 4). Plans are memoised per device, math mode and workspace size, which is all
+of a handle a plan depends on: the handles that share those (``gemm`` makes one per stream)
+share one memo, so a repeated shape costs one dictionary lookup, also on a new handle, and
+setting a handle's workspace moves it to the memo of its new size.
 
 :func:`execute` is the only place that launches: the BLAS call, ``gemm``, the fast checks and
 the documented validation all end here, with the same plan for the same shape class. A plan
@@ -36,7 +37,7 @@ from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime import device as _device
 from sgblas.runtime.launch import LoadedKernel, launch
 
-__all__ = ["Plan", "Choice", "choose", "plan_for", "execute", "PLAN_CACHE_SIZE"]
+__all__ = ["Plan", "Choice", "choose", "plan_for", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
 
 #: ``logging.getLogger("sgblas")``: DEBUG when a handle meets a shape class for the first time,
 #: with the variant chosen for it. Every later call of that class runs the same plan, so this
@@ -44,8 +45,25 @@ __all__ = ["Plan", "Choice", "choose", "plan_for", "execute", "PLAN_CACHE_SIZE"]
 #: a call pays no logging cost at all.
 log = logging.getLogger("sgblas")
 
-#: Shape classes a handle remembers before its memo starts over.
+#: Shape classes a memo remembers before it starts over.
 PLAN_CACHE_SIZE = 4096
+
+_MEMOS: dict[tuple, dict] = {}
+
+
+def memo_for(device: int, math_mode: Any, workspace_bytes: int) -> dict:
+    """The plan memo shared by handles of ``device``, ``math_mode`` and ``workspace_bytes``."""
+    key = (device, math_mode, workspace_bytes)
+    memo = _MEMOS.get(key)
+    if memo is None:
+        memo = _MEMOS.setdefault(key, {})
+    return memo
+
+
+def forget_plans() -> None:
+    """Empty every shared memo (after the registry or the heuristic changed: tests)."""
+    for memo in list(_MEMOS.values()):
+        memo.clear()
 
 
 class Choice(NamedTuple):
@@ -81,10 +99,18 @@ class Plan(NamedTuple):
     c_vec: int = 0
 
 
-def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int) -> Choice:
-    """The GEMM variant for ``p``: legality (each spec's ``can_implement``), then the heuristic."""
+def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
+           quick: bool = False) -> Choice:
+    """The GEMM variant for ``p``: legality (each spec's ``can_implement``), then the heuristic.
+
+    ``quick`` (planning a call) skips the variants of other transpose pairs without wording
+    their refusals, which ``explain`` lists; the choice is the same.
+    """
     legal, refused = [], []
+    pair = (p.transa, p.transb)
     for spec in registry.GEMM_KERNELS:
+        if quick and spec.pair is not None and spec.pair != pair:
+            continue
         reason = spec.can_implement(p)
         if reason is None:
             legal.append(spec)
@@ -121,6 +147,8 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
     plans = handle._plans
     plan = plans.get(key)
     if pin is not None:
+        if plans is _MEMOS.get((handle.device, handle.math_mode, handle.workspace_bytes)):
+            plans = handle._plans = dict(plans)  # a pin binds this handle only
         split = None
         if pin.role in ("splitk", "skinny"):
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
@@ -131,7 +159,7 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
     if plan is None:
         if reads_ab:
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
-            choice = choose(problem, handle.properties, handle.workspace_bytes)
+            choice = choose(problem, handle.properties, handle.workspace_bytes, quick=True)
             if choice.spec is None:
                 return None
             plan = make_plan(handle, choice.spec, choice.split, m, n, k, c_ptr, ldc)

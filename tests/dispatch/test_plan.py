@@ -46,6 +46,25 @@ def test_every_problem_gets_a_legal_variant_and_every_other_variant_a_sentence()
                 assert all(isinstance(r, str) and len(r) > 20 for _, r in choice.refused + choice.passed_over)
 
 
+@pytest.mark.parametrize("props", [H200_PROPS, SMALL_PROPS], ids=["h200", "small"])
+def test_the_quick_choice_of_a_call_is_the_full_choice_of_explain(props):
+    """Calls plan with ``quick=True`` (other pairs skipped unworded); explain words every
+    refusal. Both must pick the same variant and split: pair x alignment x shape class x
+    workspace."""
+    shapes = ((4096, 4096, 4096), (1001, 999, 77), (5, 3, 2), (128, 8192, 8192), (3, 8192, 8192),
+              (8192, 7, 4096), (1000, 1000, 100000), (1, 1, 1))
+    for ta in "NT":
+        for tb in "NT":
+            for m, n, k in shapes:
+                for offset, pad in ((0, 0), (4, 1), (8, 2)):
+                    for workspace in (0, WORKSPACE):
+                        p = problem(ta=ta, tb=tb, m=m, n=n, k=k, a=ALIGNED + offset, c=ALIGNED + 2**33 + offset,
+                                    lda=(m if ta == "N" else k) + pad)
+                        full, quick = choose(p, props, workspace), choose(p, props, workspace, quick=True)
+                        assert (quick.spec, quick.split) == (full.spec, full.split), (p, workspace)
+                        assert quick.passed_over == full.passed_over
+
+
 def test_general_kernels_accept_every_fp32_problem_and_rank_last():
     general = [s for s in GEMM_KERNELS if s.name.startswith("sgemm_general_")]
     assert sorted(s.pair for s in general) == [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")]

@@ -29,6 +29,7 @@ seed of each case is in the assertion message.
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 
@@ -330,7 +331,14 @@ def test_memory_python_semantics():
 
 SIM_VARIANTS = sorted(n for n, s in SIMT.items() if s.tile == SIM_TILE)
 
+#: The strict memory model replaces the memory helpers by Python functions, which only the
+#: simulator can call; on a GPU, the ``gpu`` tests below and compute-sanitizer at tail shapes
+#: (tests/sanitizer_cases.py) check the same bounds and alignments.
+simulator_only = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"),
+                                    reason="the strict memory model runs under the CUDA simulator")
 
+
+@simulator_only
 @pytest.mark.parametrize("name", SIM_VARIANTS, ids=_ids)
 def test_variant_on_the_simulator(name):
     """M, N and K tails in one CTA (K: two full steps and a partial one), padded leading
@@ -346,6 +354,7 @@ TAIL_SHAPES = [(64, 128, 48), (65, 63, 17), (63, 65, 31), (1, 1, 1), (5, 3, 7), 
                (2, 70, 33)]
 
 
+@simulator_only
 @pytest.mark.parametrize("align", ALIGNS)
 @pytest.mark.parametrize("pair", PAIRS)
 def test_generator_tails(pair, align):
@@ -357,6 +366,7 @@ def test_generator_tails(pair, align):
         _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
 
 
+@simulator_only
 def test_split_k_slices_sum_to_the_product():
     """A split-K slice kernel: each split's alpha * partial product lands at C + s * ldc * n
     (C never read: NaN there and beta NaN), an empty split stores zeros, and the partials

@@ -203,7 +203,7 @@ print(json.dumps(out))
 def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
     names = [CONFIGS[("N", "N", "m")].name(), CONFIGS[("N", "N", "n")].name(), reduce.NAME]
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = REPO
+    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, *names], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -498,9 +498,15 @@ def site_cache(tmp_path_factory):
     """A complete cache for the current device, made by the warm-up command."""
     site = tmp_path_factory.mktemp("site")
     os.chmod(site, 0o755)
-    result = subprocess.run([sys.executable, "-m", "sgblas.warmup"], capture_output=True, text=True,
-                            env=dict(os.environ, **{kernel_cache.CACHE_DIR_VARIABLE: str(site)}), timeout=1800)
+    # An empty per-user cache: entries found there would not be written to the site.
+    user = tmp_path_factory.mktemp("empty-user-cache")
+    env = dict(os.environ, **{kernel_cache.CACHE_DIR_VARIABLE: str(site)}, NUMBA_CACHE_DIR=str(user))
+    result = subprocess.run([sys.executable, "-m", "sgblas.warmup"], capture_output=True, text=True, env=env,
+                            timeout=1800)
     assert result.returncode == 0, result.stdout + result.stderr
+    from sgblas.kernels.spec import REGISTRY
+
+    assert len(list(site.glob("*.cubin"))) == len(REGISTRY), result.stdout
     return site
 
 
