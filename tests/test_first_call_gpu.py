@@ -10,13 +10,14 @@ docs/api.md, "Streams"). A one-thread spin kernel keeps a busy stream occupied m
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from helpers import child_env
 
 pytestmark = pytest.mark.gpu
 
@@ -56,8 +57,7 @@ _PRELUDE = textwrap.dedent(r"""
 
 
 def _run(body: str, *, env_extra: dict | None = None) -> list[dict]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+    env = child_env(NUMBA_ENABLE_CUDASIM="0", PYTHONUNBUFFERED="1")
     env.update(env_extra or {})
     proc = subprocess.run([sys.executable, "-c", _PRELUDE + textwrap.dedent(body)], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=600)

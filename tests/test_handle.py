@@ -124,14 +124,11 @@ print("ok")
 
 @pytest.mark.gpu
 def test_the_first_default_workspace_is_allocated_at_import_and_taken_once():
-    import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    repo = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
+    from helpers import child_env
+
     done = subprocess.run([sys.executable, "-c", _FIRST_HANDLE_TAKES_THE_RESERVE], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=child_env(), timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

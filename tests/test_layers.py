@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "sgblas"
@@ -139,11 +140,8 @@ print(json.dumps(out))
 
 
 def _run(script: str, *args: str, simulator: str | None) -> dict:
-    env = dict(os.environ, SGBLAS_NO_WARMUP="1")
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    if simulator is not None:
-        env["NUMBA_ENABLE_CUDASIM"] = simulator
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"], SGBLAS_NO_WARMUP="1",
+                    **({} if simulator is None else {"NUMBA_ENABLE_CUDASIM": simulator}))
     proc = subprocess.run([sys.executable, "-c", script, *args], env=env, cwd=str(REPO),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -18,7 +18,6 @@ tensor-core, TF32 or flush-to-zero instruction in any kernel's PTX) is in
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 import zlib
@@ -27,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from helpers import child_env
 
 pytestmark = pytest.mark.gpu
 
@@ -149,9 +150,7 @@ _WORKER = "import sys; from tests.test_precision_gpu import worker; worker(sys.a
 
 def _run(mode: str, out_dir: Path) -> dict[str, np.ndarray]:
     variables, torch_tf32 = MODES[mode]
-    env = {k: v for k, v in os.environ.items() if k not in _SWITCHES}
-    env.update(variables)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env = child_env(drop=_SWITCHES, **variables)
     path = out_dir / f"{mode}.npz"
     proc = subprocess.run([sys.executable, "-c", _WORKER, str(path), "1" if torch_tf32 else "0"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=600)

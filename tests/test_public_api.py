@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_env
 import sgblas
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,9 +140,7 @@ def sm90_ptx(tmp_path_factory) -> dict[str, tuple[str, str]]:
     simulator (which cannot compile), one process per generator, as many at once as there are
     CPUs (each spends its time in Numba's single-threaded front end)."""
     out_dir = tmp_path_factory.mktemp("ptx")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["SGBLAS_NO_WARMUP"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"], SGBLAS_NO_WARMUP="1")
     waiting = list(_representatives())
     running: list[tuple[typing.Any, Path, subprocess.Popen]] = []
     result = {}

@@ -10,7 +10,6 @@ value where the layout says.
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_env
 from sgblas.kernels import abi
 from sgblas.runtime.abi import ARRAY, Abi
 
@@ -44,8 +44,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def ptx_params() -> dict[str, list[str]]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
-    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+    env = child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
     proc = subprocess.run([sys.executable, "-c", _SCRIPT, *ABIS], env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

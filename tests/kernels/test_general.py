@@ -19,7 +19,6 @@ beta == 0 start from a C full of NaN.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from helpers import child_env
 from sgblas.enums import MathMode
 from sgblas.kernels import general
 from sgblas.kernels.problem import GemmProblem
@@ -258,9 +258,7 @@ print(json.dumps(out))
 def sm90_ptx(tmp_path_factory) -> dict[str, str]:
     """PTX text of every variant for sm_90, compiled outside the simulator."""
     out_dir = tmp_path_factory.mktemp("general_ptx")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
-    repo = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join([repo, env.get("PYTHONPATH", "")])
+    env = child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
     proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, str(out_dir)], env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"compile_ptx failed:\n{proc.stderr[-4000:]}"

@@ -33,7 +33,6 @@ The memory intrinsics (8- and 4-byte forms too) are checked on a small probe ker
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -42,6 +41,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from helpers import child_env
 
 #: One variant per copy strategy (see the module doc).
 SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x128x16_2s_a8",
@@ -102,9 +103,7 @@ print(ptx)
 
 
 def _env() -> dict:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
-    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
-    return env
+    return child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
 
 
 @pytest.fixture(scope="module")

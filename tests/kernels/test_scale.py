@@ -9,17 +9,16 @@ ldc whose ``col * ldc`` passes 2**31.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 from numba import cuda
 
+from helpers import child_env
 from sgblas.kernels import scale
 from sgblas.kernels.spec import SCALE_KERNEL
 from sgblas.testing import as_matrix
@@ -128,9 +127,7 @@ print(compile_ptx(SCALE_KERNEL, (9, 0)))
 
 def test_ptx_reads_c_only_when_beta_is_nonzero():
     """Static: one global load (beta * C), two stores (0 and beta * C), no local memory."""
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
-    repo = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join([repo, env.get("PYTHONPATH", "")])
+    env = child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
     proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

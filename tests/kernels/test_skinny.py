@@ -21,7 +21,6 @@ padding bit for bit.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import zlib
@@ -31,6 +30,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from helpers import child_env
 import sgblas
 from sgblas import Status
 from sgblas.enums import MathMode
@@ -202,8 +202,7 @@ print(json.dumps(out))
 
 def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
     names = [CONFIGS[("N", "N", "m")].name(), CONFIGS[("N", "N", "n")].name(), reduce.NAME]
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"])
     done = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, *names], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
