@@ -18,11 +18,13 @@ __all__ = ["Handle", "stream_handle", "DEFAULT_WORKSPACE_BYTES"]
 #: The workspace a handle allocates unless told otherwise (as cuBLAS recommends for Hopper).
 DEFAULT_WORKSPACE_BYTES: int = 32 * 1024 * 1024
 
-#: Per device, a workspace of :data:`DEFAULT_WORKSPACE_BYTES` that ``import sgblas`` allocated
-#: in the device's primary context (:func:`reserve_workspace`). The first handle of that device
-#: that asks for the default size takes it over, so creating it, or gemm's first call, which
-#: creates gemm's handle, does not pay for ``cuMemAlloc`` (docs/api.md, "Streams").
-_RESERVED: dict[int, int] = {}
+#: Per device, ``(pointer, allocation id)`` of a workspace of :data:`DEFAULT_WORKSPACE_BYTES`
+#: that ``import sgblas`` allocated in the device's primary context (:func:`reserve_workspace`).
+#: The first handle of that device that asks for the default size takes it over, so creating
+#: it, or gemm's first call, which creates gemm's handle, does not pay for ``cuMemAlloc``
+#: (docs/api.md). The id guards against a reset of the context in between (Numba's
+#: ``cuda.close()`` resets it), which frees the allocation behind sgblas's back.
+_RESERVED: dict[int, tuple[int, int]] = {}
 
 
 def reserve_workspace(device: int) -> None:
@@ -30,7 +32,22 @@ def reserve_workspace(device: int) -> None:
     if BACKEND.simulated or device in _RESERVED:
         return
     with driver.made_current(primary_context_handle(device)):
-        _RESERVED[device] = driver.mem_alloc(DEFAULT_WORKSPACE_BYTES)
+        ptr = driver.mem_alloc(DEFAULT_WORKSPACE_BYTES)
+    buffer_id = driver.pointer_buffer_id(ptr)
+    if buffer_id is None:  # cannot be checked later, so not kept
+        with driver.made_current(primary_context_handle(device)):
+            driver.mem_free(ptr)
+        return
+    _RESERVED[device] = (ptr, buffer_id)
+
+
+def _take_reserved(device: int) -> int:
+    """The reserved workspace of ``device`` when it is still the allocation reserved (0 otherwise;
+    either way, nobody else gets it)."""
+    reserved = _RESERVED.pop(device, None)  # one handle gets it, whichever thread asks
+    if reserved is None or driver.pointer_buffer_id(reserved[0]) != reserved[1]:
+        return 0
+    return reserved[0]
 
 
 #: The legacy (0 and 1) and per-thread (2) default-stream handles: they run in whichever
@@ -148,7 +165,7 @@ class Handle:
                 ptr = keep.ctypes.data
             else:
                 if nbytes == DEFAULT_WORKSPACE_BYTES and _RESERVED:
-                    ptr = _RESERVED.pop(self.device, 0)  # one handle gets it, whichever thread asks
+                    ptr = _take_reserved(self.device)
                 try:
                     if not ptr:
                         with driver.made_current(self._context):

@@ -114,7 +114,7 @@ device = sgblas.Handle(workspace_bytes=0).device  # a handle without a workspace
 assert reserved.get(device), reserved
 assert handle_module._RESERVED == reserved
 first = sgblas.Handle()
-assert first.workspace_ptr == reserved[device] and device not in handle_module._RESERVED
+assert first.workspace_ptr == reserved[device][0] and device not in handle_module._RESERVED
 second = sgblas.Handle()
 assert second.workspace_ptr and second.workspace_ptr != first.workspace_ptr
 first.close(); second.close()
@@ -132,3 +132,53 @@ def test_the_first_default_workspace_is_allocated_at_import_and_taken_once():
     done = subprocess.run([sys.executable, "-c", _FIRST_HANDLE_TAKES_THE_RESERVE], capture_output=True, text=True,
                           env=child_env(), timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+class _FakeDriver:
+    """Allocations and their ids, as the driver hands them out (ids are never reused)."""
+
+    def __init__(self):
+        self.live: dict[int, int] = {}
+        self.next_ptr, self.next_id = 0x7F0000000000, 1
+
+    def mem_alloc(self, nbytes):
+        ptr, self.next_ptr = self.next_ptr, self.next_ptr + nbytes
+        self.live[ptr], self.next_id = self.next_id, self.next_id + 1
+        return ptr
+
+    def reset(self):  # a context reset frees everything
+        self.live.clear()
+
+    def pointer_buffer_id(self, ptr):
+        return self.live.get(ptr)
+
+
+@pytest.mark.parametrize("reset, nbytes, taken", [
+    (False, None, True),       # the first default-size workspace is the reserved one
+    (True, None, False),       # not after a context reset freed it
+    (False, 4096, False),      # nor for another size
+])
+def test_the_reserved_workspace_is_taken_once_and_only_while_it_is_alive(monkeypatch, reset, nbytes, taken):
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from sgblas import handle as handle_module
+    from sgblas.handle import DEFAULT_WORKSPACE_BYTES
+
+    fake = _FakeDriver()
+    with sgblas.Handle(workspace_bytes=0) as h:
+        monkeypatch.setattr(handle_module, "BACKEND", SimpleNamespace(simulated=False))
+        for name in ("mem_alloc", "pointer_buffer_id"):
+            monkeypatch.setattr(handle_module.driver, name, getattr(fake, name))
+        monkeypatch.setattr(handle_module.driver, "made_current", lambda ctx: nullcontext())
+        monkeypatch.setattr(handle_module, "primary_context_handle", lambda device: 0)
+        monkeypatch.setattr(handle_module, "_RESERVED", {})
+        handle_module.reserve_workspace(h.device)
+        reserved = handle_module._RESERVED[h.device][0]
+        if reset:
+            fake.reset()
+        h.set_workspace(DEFAULT_WORKSPACE_BYTES if nbytes is None else nbytes)
+        assert (h.workspace_ptr == reserved) == taken
+        assert h.workspace_ptr in fake.live
+        assert (h.device in handle_module._RESERVED) == (nbytes is not None)
+        h._workspace = (0, 0, None)  # nothing real to free

@@ -52,6 +52,7 @@ __all__ = [
 # Values from cuda.h (stable ABI).
 CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+CU_POINTER_ATTRIBUTE_BUFFER_ID = 7
 CU_MEMORYTYPE_DEVICE = 2
 CU_MEMORYTYPE_UNIFIED = 4
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -105,6 +106,7 @@ def _bind(lib) -> None:
         "cuCtxPopCurrent_v2": [_PP],
         "cuStreamGetCtx": [_P, _PP],
         "cuPointerGetAttributes": [ctypes.c_uint, _INT_P, _PP, ctypes.c_uint64],
+        "cuPointerGetAttribute": [ctypes.POINTER(ctypes.c_uint64), ctypes.c_int, ctypes.c_uint64],
         "cuLibraryLoadData": [_PP, ctypes.c_char_p, _P, _P, ctypes.c_uint, _P, _P, ctypes.c_uint],
         "cuLibraryGetKernel": [_PP, _P, ctypes.c_char_p],
         "cuKernelGetAttribute": [_INT_P, ctypes.c_int, _P, ctypes.c_int],
@@ -306,6 +308,19 @@ def pointer_attributes(ptr: int) -> tuple[int, int] | None:
     if _query.cuPointerGetAttributes(2, _ATTRIBUTES, data, ptr) != 0:
         return None
     return mem_type.value, ordinal.value
+
+
+def pointer_buffer_id(ptr: int) -> int | None:
+    """The id of the allocation holding ``ptr``, None when no live allocation holds it.
+
+    The driver never reuses an id in a process, so a pointer kept across a context reset (which
+    frees every allocation; another may later take the same address) shows a different id or
+    none: how a pointer remembered for later use is checked before that use.
+    """
+    value = ctypes.c_uint64()
+    if _lib().cuPointerGetAttribute(ctypes.byref(value), CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr) != 0:
+        return None
+    return value.value
 
 
 def library_load(image: bytes) -> int:
