@@ -311,6 +311,8 @@ def test_matrix_view_never_raises(shape, strides):
 
 
 # --- DLPack, with capsules made by hand -------------------------------------------------------
+# The producer's structs are written out from the DLPack header here rather than imported from
+# sgblas.operands: a field that sgblas laid out wrong must then fail these tests, not cancel out.
 
 class _DLDevice(ctypes.Structure):
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]

@@ -53,11 +53,7 @@ _MEMOS: dict[tuple, dict] = {}
 
 def memo_for(device: int, math_mode: Any, workspace_bytes: int) -> dict:
     """The plan memo shared by handles of ``device``, ``math_mode`` and ``workspace_bytes``."""
-    key = (device, math_mode, workspace_bytes)
-    memo = _MEMOS.get(key)
-    if memo is None:
-        memo = _MEMOS.setdefault(key, {})
-    return memo
+    return _MEMOS.setdefault((device, math_mode, workspace_bytes), {})
 
 
 def forget_plans() -> None:

@@ -195,7 +195,7 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
     L: list[str] = []
     w = L.append
     al = "" if SIMULATOR else ", alignment=16"
-    KC, T = cfg.KC, cfg.THREADS
+    KC = cfg.KC
     SBUF = MP * KC  # floats per stage of S
     w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk):")
     w(f"    Ss = cuda.shared.array({cfg.STAGES * SBUF}, float32{al})")
@@ -242,6 +242,39 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str) -> None:
     w(f"{ind}    if t < P:")
     w(f"{ind}        cp_async4(Ss, sd + t * {SBUF // MP}, {r['S']}, sg + t * s_p, uint32(4) if skv else uint32(0))")
     w(f"{ind}cp_async_commit()")
+
+
+def _pieces(w, stage, load_l, compute, KC: int, SBUF: int, STEPS: int, *, first_k: str, fast_if: str,
+            step_note: str, step_k: str, fast_note: str = "", sync_note: str = "") -> None:
+    """The K loop both modes share, after the prologue's ``if npieces > 0:``: S's pieces double
+    buffered through shared memory (``stage(ind, piece, buf)`` issues one), two k steps of L
+    per iteration in register sets 0 and 1, the second loading the step after it (past the
+    piece, the next piece's first step; zeros past ke). The loop runs in two copies: a fast one
+    under ``fast_if`` that tests nothing, and one that tests every load."""
+    assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
+    stage("        ", "int64(0)", "int64(0)")
+    load_l("        ", first_k, 0)
+    w("    for pc in range(npieces):")
+    w(f"        kp = kb + pc * {KC}")
+    w(f"        boff = (pc & 1) * {SBUF}")
+    w("        if pc + 1 < npieces:")
+    stage("            ", "(pc + 1)", "((pc + 1) & 1)")
+    w("            cp_async_wait1()")
+    w("        else:")
+    w("            cp_async_wait_all()")
+    w("        cuda.syncthreads()")
+    w(f"        if {fast_if}:{fast_note}")
+    ind = "            "
+    for fast in (True, False):
+        if not fast:
+            w("        else:")
+        w(f"{ind}for sp in range({STEPS // 2}):")
+        for s in range(2):
+            w(f"{ind}    st = sp * 2 + {s}")
+            w(f"{ind}    # step st: load {step_note} (zeros past ke) into set {1 - s}, multiply set {s}")
+            load_l(ind + "    ", f"kp + (st + 1) * {step_k}", 1 - s, fast)
+            compute(ind + "    ", "st", s)
+    w(f"        cuda.syncthreads(){sync_note}")
 
 
 def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
@@ -297,33 +330,12 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
 
     w("    # ---- prologue: S's first piece, and my first step of L")
     w("    if npieces > 0:")
-    _stage_dot(w, "        ", r, SBUF, "int64(0)", "int64(0)")
-    load_l("        ", "kb + int64(lr * uint32(4))", 0)
-    w("    for pc in range(npieces):")
-    w("        kp = kb + pc * " + str(KC))
-    w(f"        boff = (pc & 1) * {SBUF}")
-    w("        if pc + 1 < npieces:")
-    _stage_dot(w, "            ", r, SBUF, "(pc + 1)", "((pc + 1) & 1)")
-    w("            cp_async_wait1()")
-    w("        else:")
-    w("            cp_async_wait_all()")
-    w("        cuda.syncthreads()")
-    # Two k steps per iteration, register sets 0 and 1; the second loads the step after it,
-    # which past the piece is the next piece's first step (zeros when past ke).
     # The fast copy of the loop tests nothing: my columns exist and the piece, with the next
     # piece's first step, lies before ke (every piece but the last one or two).
-    w(f"        if all_ok and kp + {KC + 4 * LK} <= ke:")
-    for fast, ind in ((True, "            "), (False, "            ")):
-        if not fast:
-            w("        else:")
-        w(f"{ind}for sp in range({STEPS // 2}):")
-        for s in range(2):
-            w(f"{ind}    st = sp * 2 + {s}")
-            w(f"{ind}    # step st: load step st + 1 of L (zeros past ke) into set {1 - s}, multiply set {s}")
-            load_l(ind + "    ", f"kp + (st + 1) * {4 * LK} + int64(lr * uint32(4))", 1 - s, fast)
-            compute(ind + "    ", "st", s)
-    w("        cuda.syncthreads()  # everyone is done with this stage before it is refilled")
-    assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
+    _pieces(w, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf), load_l, compute, KC, SBUF, STEPS,
+            first_k="kb + int64(lr * uint32(4))", fast_if=f"all_ok and kp + {KC + 4 * LK} <= ke",
+            step_note="step st + 1 of L", step_k=f"{4 * LK} + int64(lr * uint32(4))",
+            sync_note="  # everyone is done with this stage before it is refilled")
 
     w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")
     w("    gb = int64(warp * uint32(32) + slot * uint32(8))")
@@ -409,29 +421,9 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
                 w(f"{p}        acc[{(4 * rb + j) * 4} + e] += s{j} * fb[{s * KU * 4} + u * 4 + e]")
 
     w("    if npieces > 0:")
-    stage("        ", "int64(0)", "int64(0)")
-    load_l("        ", "kb", 0)
-    w("    for pc in range(npieces):")
-    w(f"        kp = kb + pc * {KC}")
-    w(f"        boff = (pc & 1) * {SBUF}")
-    w("        if pc + 1 < npieces:")
-    stage("            ", "(pc + 1)", "((pc + 1) & 1)")
-    w("            cp_async_wait1()")
-    w("        else:")
-    w("            cp_async_wait_all()")
-    w("        cuda.syncthreads()")
-    w(f"        if qfull and kp + {KC + KU} <= ke:  # the fast copy: nothing to test")
-    for fast, ind in ((True, "            "), (False, "            ")):
-        if not fast:
-            w("        else:")
-        w(f"{ind}for sp in range({STEPS // 2}):")
-        for s in range(2):
-            w(f"{ind}    st = sp * 2 + {s}")
-            w(f"{ind}    # step st: load the next {KU} k rows of L (zeros past ke) into set {1 - s}, multiply set {s}")
-            load_l(ind + "    ", f"kp + (st + 1) * {KU}", 1 - s, fast)
-            compute(ind + "    ", "st", s)
-    w("        cuda.syncthreads()")
-    assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
+    _pieces(w, stage, load_l, compute, KC, SBUF, STEPS, first_k="kb",
+            fast_if=f"qfull and kp + {KC + KU} <= ke", fast_note="  # the fast copy: nothing to test",
+            step_note=f"the next {KU} k rows of L", step_k=f"{KU}")
     w("    if qok:")
     for pp in range(MP):
         w(f"        if {pp} < P:")
