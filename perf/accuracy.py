@@ -26,7 +26,7 @@ What is measured, and how:
 - **Emulation** (``--emulate``, no GPU): the same error for sgblas's summation structure
   computed on the CPU: each of S slices summed in k order with one rounding per step (a fused
   multiply-add: the float64 sum of the exact product, rounded to float32), then the float32
-  partials added in split order; S is what the heuristic picks on a 132-SM device with the
+  partials added in the reduction's fixed order (``sgblas.kernels.reduce.order``); S is what the heuristic picks on a 132-SM device with the
   default workspace (``--splits`` overrides it), at m = n = min(m, 128). Used to predict an error before a device run;
   it reproduced the device's figures to about 1% (docs/tuning.md).
 
@@ -301,14 +301,22 @@ def emulated_error(dist: str, k: int, splits: int, m: int, seed: int) -> float:
         a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     ref = a64 @ b64
+    from sgblas.kernels import reduce
+
     chunk = -(-k // splits)
-    total = None
+    partials = []
     for s in range(splits):
         acc = np.zeros((m, m), np.float32)
         for kk in range(s * chunk, min(k, (s + 1) * chunk)):
             # exact product, one rounding: what a fused multiply-add does
             acc = (acc.astype(np.float64) + np.outer(a64[:, kk], b64[kk])).astype(np.float32)
-        total = acc if total is None else total + acc  # float32 additions in split order
+        partials.append(acc)
+    total = None
+    for chain in reduce.order(splits):  # float32 additions in the reduction's fixed order
+        part = partials[chain[0]]
+        for s in chain[1:]:
+            part = part + partials[s]
+        total = part if total is None else total + part
     return float(np.linalg.norm(total - ref) / np.linalg.norm(ref))
 
 

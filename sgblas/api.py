@@ -275,42 +275,13 @@ _PLAIN_TRANS = {"N": "N", "n": "N", "T": "T", "t": "T"}
 _FLT_MIN_NORMAL = 2.0 ** -126
 
 
-def _plain_scalar(value: Any) -> bool:
-    """Whether ``value`` is a float whose float32 rounding is normal (so neither 0 nor inf)."""
-    return type(value) is float and _FLT_MIN_NORMAL <= abs(value) <= _FLT_MAX
-
-
-def _plain_shape(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any,
-                 lda: Any, ldb: Any, beta: Any, ldc: Any) -> tuple | None:
-    """``(ta, tb, a_rows, a_cols, b_rows, b_cols)`` when every non-array argument is plain."""
-    if type(handle) is not Handle or handle._closed or handle.math_mode is not MathMode.FP32 or _SIMULATED:
-        return None
-    ta = _PLAIN_TRANS.get(transa) if type(transa) is str else None
-    tb = _PLAIN_TRANS.get(transb) if type(transb) is str else None
-    if ta is None or tb is None:
-        return None
-    if not (type(m) is int and type(n) is int and type(k) is int
-            and type(lda) is int and type(ldb) is int and type(ldc) is int):
-        return None
-    a_rows, a_cols = (m, k) if ta == "N" else (k, m)
-    b_rows, b_cols = (k, n) if tb == "N" else (n, k)
-    if not (0 < m <= INT32_MAX and 0 < n <= INT32_MAX and 0 < k <= INT32_MAX
-            and a_rows <= lda <= INT32_MAX and b_rows <= ldb <= INT32_MAX and m <= ldc <= INT32_MAX):
-        return None
-    if not _plain_scalar(alpha) or not (beta == 0.0 and type(beta) is float or _plain_scalar(beta)):
-        return None
-    return ta, tb, a_rows, a_cols, b_rows, b_cols
-
-
 #: The simulator's arrays are read by the documented path only.
 _SIMULATED = BACKEND.simulated
+_FP32 = MathMode.FP32
 
 
 def _sgemm_plain(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any,
                  A: Any, lda: Any, B: Any, ldb: Any, beta: Any, C: Any, ldc: Any) -> Status | None:
-    shape = _plain_shape(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc)
-    if shape is None:
-        return None
     c = read_device_span(C)
     if c is None:
         return None
@@ -320,40 +291,60 @@ def _sgemm_plain(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, 
     b = read_device_span(B)
     if b is None:
         return None
-    ta, tb, a_rows, a_cols, b_rows, b_cols = shape
-    return _launch_plain(handle, ta, tb, m, n, k, alpha, a, lda, a_rows, a_cols, b, ldb, b_rows, b_cols,
-                         beta, c, ldc)
+    return launch_plain(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
 
-def sgemm_operands_plain(handle: Any, transa: str, transb: str, m: int, n: int, k: int, alpha: Any,
-                         a: tuple, lda: int, b: tuple, ldb: int, beta: Any, c: tuple,
-                         ldc: int) -> Status | None:
-    """:func:`_sgemm_plain` for arrays already read, as :class:`Operand` or as tuples in its
-    field order (what ``gemm`` has)."""
-    shape = _plain_shape(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc)
-    if shape is None or a[5] or b[5] or c[5] or not (a[0] and b[0] and c[0]):  # read-only or empty
+def launch_plain(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alpha: Any, a: tuple,
+                  lda: Any, b: tuple, ldb: Any, beta: Any, c: tuple, ldc: Any) -> Status | None:
+    """The launch of a call whose arrays are read as ``(ptr, extent, device, ...)`` (by
+    :func:`read_device_span`: sgemm's and gemm's plain calls), when every argument is plain;
+    None, before anything is launched, when a condition of the contract is not plainly met
+    (see above). One function, as every call into Python costs."""
+    if type(handle) is not Handle or handle._closed or handle.math_mode is not _FP32 or _SIMULATED:
         return None
-    ta, tb, a_rows, a_cols, b_rows, b_cols = shape
-    return _launch_plain(handle, ta, tb, m, n, k, alpha, (a[0], a[1], a[4]), lda, a_rows, a_cols,
-                         (b[0], b[1], b[4]), ldb, b_rows, b_cols, beta, (c[0], c[1], c[4]), ldc)
-
-
-def _launch_plain(handle: Handle, ta: str, tb: str, m: int, n: int, k: int, alpha: float,
-                  a: tuple, lda: int, a_rows: int, a_cols: int, b: tuple, ldb: int, b_rows: int,
-                  b_cols: int, beta: float, c: tuple, ldc: int) -> Status | None:
-    """The launch of a plain call whose arrays are read as ``(ptr, extent, device, ...)``;
-    None when a condition of the contract is not plainly met (see above)."""
+    if type(transa) is not str or type(transb) is not str:
+        return None
+    ta = _PLAIN_TRANS.get(transa)
+    tb = _PLAIN_TRANS.get(transb)
+    if ta is None or tb is None:
+        return None
+    if not (type(m) is int and type(n) is int and type(k) is int
+            and type(lda) is int and type(ldb) is int and type(ldc) is int):
+        return None
+    if not (0 < m <= INT32_MAX and 0 < n <= INT32_MAX and 0 < k <= INT32_MAX
+            and lda <= INT32_MAX and ldb <= INT32_MAX and m <= ldc <= INT32_MAX):
+        return None
+    # Rows and columns of A and B as stored; the elements each spans from its pointer.
+    if ta == "N":
+        if lda < m:
+            return None
+        a_needed = (k - 1) * lda + m
+    else:
+        if lda < k:
+            return None
+        a_needed = (m - 1) * lda + k
+    if tb == "N":
+        if ldb < k:
+            return None
+        b_needed = (n - 1) * ldb + k
+    else:
+        if ldb < n:
+            return None
+        b_needed = (k - 1) * ldb + n
+    if not (type(alpha) is float and _FLT_MIN_NORMAL <= abs(alpha) <= _FLT_MAX):
+        return None
+    if type(beta) is not float or not (beta == 0.0 or _FLT_MIN_NORMAL <= abs(beta) <= _FLT_MAX):
+        return None
     device = handle.device
     a_ptr, a_extent, a_device = a[0], a[1], a[2]
     b_ptr, b_extent, b_device = b[0], b[1], b[2]
     c_ptr, c_extent, c_device = c[0], c[1], c[2]
-    a_needed = (a_cols - 1) * lda + a_rows
-    b_needed = (b_cols - 1) * ldb + b_rows
     c_needed = (n - 1) * ldc + m
+    c_end = c_ptr + 4 * c_needed
     if (a_extent < a_needed or b_extent < b_needed or c_extent < c_needed
             or a_device != device or b_device != device or c_device != device
-            or (a_ptr < c_ptr + 4 * c_needed and c_ptr < a_ptr + 4 * a_needed)
-            or (b_ptr < c_ptr + 4 * c_needed and c_ptr < b_ptr + 4 * b_needed)):
+            or (a_ptr < c_end and c_ptr < a_ptr + 4 * a_needed)
+            or (b_ptr < c_end and c_ptr < b_ptr + 4 * b_needed)):
         return None
     return run(handle, ta, tb, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                beta, c_ptr, c_extent, ldc)

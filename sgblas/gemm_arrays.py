@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from sgblas.api import _Failure, last_error_message, run_call, sgemm_operands_plain, validate
+from sgblas import api as _api
+from sgblas.api import _Failure, last_error_message, run_call, validate
 from sgblas.enums import Status
 from sgblas.errors import InvalidValueError, SgblasError, status_error
 from sgblas.handle import Handle, stream_handle
@@ -146,20 +147,13 @@ def _allocate_like(a: Any, rows: int, cols: int, handle: Handle) -> Any:
                                  stream=cuda.external_stream(raw) if raw else 0)
 
 
-def _operand(x: Any, name: str, span: tuple | None, stream: int) -> tuple[tuple, tuple[int, int, bool]]:
-    """``x`` read once, as a tuple in :class:`Operand`'s field order, and its column-major view.
-
-    ``span`` is what :func:`read_device_span` answered for ``x`` (the three common libraries,
-    read without building an Operand); other exporters are read here, a DLPack one ordering its
-    pending work before ``stream``."""
-    if span is not None and span[2] is not None:
-        ptr, extent, device, shape, strides = span
-        read = (ptr, extent, shape, strides, device, False, x)
-    else:
-        read = read_operand(x, name, stream=stream)
-        if isinstance(read, str):
-            raise InvalidValueError(read)
-    view = matrix_view(read[2], read[3], name)
+def _operand(x: Any, name: str, stream: int) -> tuple[Operand, tuple[int, int, bool]]:
+    """``x`` read once, and its column-major view; a DLPack exporter orders its pending work
+    before ``stream``."""
+    read = read_operand(x, name, stream=stream)
+    if isinstance(read, str):
+        raise InvalidValueError(read)
+    view = matrix_view(read.shape, read.strides, name)
     if isinstance(view, str):
         raise InvalidValueError(view)
     return read, view
@@ -225,21 +219,60 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     # The stream comes first (a DLPack exporter is told it), so the device is taken from the
     # arrays of the known libraries, which are read without one.
     a_span, b_span = read_device_span(a), read_device_span(b)
-    device = a_span[2] if a_span is not None else b_span[2] if b_span is not None else None
-    handle = _handle_for(handle, stream, a, b, c, device)
+    if handle is None or stream is not None:
+        device = a_span[2] if a_span is not None else b_span[2] if b_span is not None else None
+        handle = _handle_for(handle, stream, a, b, c, device)
+    if a_span is not None and b_span is not None and a_span[5] is not None and b_span[5] is not None:
+        # Plain matrices of the known libraries: their shapes and memory orders give the BLAS
+        # call directly (see _blas_call), and sgemm's plain checks take it from there.
+        a_rows, a_cols = a_span[3]
+        b_rows, b_cols = b_span[3]
+        m, k = (a_cols, a_rows) if trans_a else (a_rows, a_cols)
+        k_b, n = (b_cols, b_rows) if trans_b else (b_rows, b_cols)
+        if k == k_b:
+            if c is None:
+                c = _allocate_like(a, m, n, handle)
+                beta = 0.0
+            c_span = read_device_span(c)
+            if c_span is not None and c_span[5] is not None and c_span[3] == (m, n):
+                a_t, b_t = a_span[5], b_span[5]
+                ta = "T" if (not trans_a) == a_t else "N"
+                tb = "T" if (not trans_b) == b_t else "N"
+                lda = a_cols if a_t else a_rows
+                ldb = b_cols if b_t else b_rows
+                if not c_span[5]:
+                    status = _api.launch_plain(handle, ta, tb, m, n, k, alpha, a_span, lda, b_span, ldb,
+                                                  beta, c_span, m)
+                else:
+                    status = _api.launch_plain(handle, _FLIP[tb], _FLIP[ta], n, m, k, alpha, b_span, ldb,
+                                                  a_span, lda, beta, c_span, n)
+                if status is not None:  # a plain call, launched (or its launch failed)
+                    if status is not Status.SUCCESS:
+                        raise SgblasError(status, last_error_message() or f"sgemm returned {status.name}")
+                    return c
+    return _gemm_validated(handle, a, b, c, alpha, beta, trans_a, trans_b)
+
+
+_FLIP = {"N": "T", "T": "N"}
+
+
+def _gemm_validated(handle: Handle, a: Any, b: Any, c: Any, alpha: Any, beta: Any, trans_a: Any,
+                    trans_b: Any) -> Any:
+    """gemm through sgemm's documented validation: every array an exporter describes, and the
+    sentences for what is wrong."""
     raw = handle.stream_handle
-    a_op, (a_rows, lda, a_t) = _operand(a, "a", a_span, raw)
-    b_op, (b_rows, ldb, b_t) = _operand(b, "b", b_span, raw)
-    m, k = a_op[2][::-1] if trans_a else a_op[2]
-    k_b, n = b_op[2][::-1] if trans_b else b_op[2]
+    a_op, (a_rows, lda, a_t) = _operand(a, "a", raw)
+    b_op, (b_rows, ldb, b_t) = _operand(b, "b", raw)
+    m, k = a_op.shape[::-1] if trans_a else a_op.shape
+    k_b, n = b_op.shape[::-1] if trans_b else b_op.shape
     if k != k_b:
         raise InvalidValueError(f"op(a) is {m}x{k} but op(b) is {k_b}x{n}: inner dimensions {k} and {k_b} differ")
     if c is None:
         c = _allocate_like(a, m, n, handle)
         beta = 0.0
-    c_op, (c_rows, ldc, c_t) = _operand(c, "c", read_device_span(c), raw)
-    if tuple(c_op[2]) != (m, n):
-        raise InvalidValueError(f"c has shape {tuple(c_op[2])} but op(a) @ op(b) is {m}x{n}")
+    c_op, (c_rows, ldc, c_t) = _operand(c, "c", raw)
+    if tuple(c_op.shape) != (m, n):
+        raise InvalidValueError(f"c has shape {tuple(c_op.shape)} but op(a) @ op(b) is {m}x{n}")
     # A buffer read column-major is x when not transposed and x^T when it is (C order), so
     # op(x) needs a BLAS transpose exactly when trans_x differs from the buffer's transposition.
     ta = "T" if bool(trans_a) != a_t else "N"
@@ -249,16 +282,8 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
         operands, names = (a_op, b_op, c_op), ("a", "b", "c")
     else:
         # C is stored as C^T (n x m, column-major): C^T = op(b)^T op(a)^T.
-        flip = {"N": "T", "T": "N"}
-        args = (flip[tb], flip[ta], n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
+        args = (_FLIP[tb], _FLIP[ta], n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)
         operands, names = (b_op, a_op, c_op), ("b", "a", "c")
-    status = sgemm_operands_plain(handle, *args[:6], operands[0], args[7], operands[1], args[9], args[10],
-                                  operands[2], args[12])
-    if status is not None:  # a plain call, launched (or its launch failed)
-        if status is not Status.SUCCESS:
-            raise SgblasError(status, last_error_message() or f"sgemm returned {status.name}")
-        return c
-    operands = tuple(op if type(op) is Operand else Operand(*op) for op in operands)
     result = validate(handle, *args, operands=operands, names=names)
     if isinstance(result, _Failure):
         raise status_error(result.status, result.message)

@@ -135,6 +135,11 @@ def _read_general(x: Any, name: str, stream: int) -> Operand | str:
 
         if isinstance(x, FakeCUDAArray):
             return _read_interface(x._ary.__array_interface__, x, name)
+    if type(x).__module__ == "torch" and _torch_negative(x):
+        # torch's __cuda_array_interface__ describes the memory, not the negation the bit
+        # stands for; reading it would compute with the wrong sign.
+        return (f"{name} is a PyTorch tensor with the negative bit set (a lazily negated view); "
+                f"call {name}.resolve_neg() first")
     try:
         cai = x.__cuda_array_interface__
     except AttributeError:  # no interface (PyTorch raises this for host tensors too)
@@ -148,6 +153,11 @@ def _read_general(x: Any, name: str, stream: int) -> Operand | str:
         return dlpack
     return (f"{name} of type {type(x).__name__} is not a device array (it exports neither "
             f"__cuda_array_interface__ nor __dlpack__ with __dlpack_device__)")
+
+
+def _torch_negative(x: Any) -> bool:
+    is_neg = getattr(x, "is_neg", None)
+    return bool(is_neg()) if callable(is_neg) else False
 
 
 def _read_interface(cai: Any, x: Any, name: str) -> Operand | str:
@@ -431,13 +441,15 @@ _NUMPY_FLOAT32 = None
 _TORCH_FLOAT32 = None
 
 
-def _contiguous(shape: tuple, strides: tuple, unit: int) -> tuple[int, tuple] | None:
-    """``(extent, element strides)`` of a 1-D or 2-D array whose ``strides`` (in units of
-    ``unit`` bytes) make it contiguous; None for any other layout, or an empty array."""
+def _contiguous(shape: tuple, strides: tuple, unit: int) -> tuple[int, tuple, bool | None] | None:
+    """``(extent, element strides, transposed)`` of a 1-D or 2-D array whose ``strides`` (in
+    units of ``unit`` bytes) make it contiguous; None for any other layout, or an empty array.
+    ``transposed`` is :func:`matrix_view`'s answer for a matrix (None for 1-D): False when the
+    buffer read column-major is the array, True when it is the array's transpose (C order)."""
     if len(shape) == 1:
         size, stride = shape[0], strides[0] * unit
         if size > 0 and (stride == 4 or size == 1 and not stride & 3):
-            return size, (stride >> 2,)
+            return size, (stride >> 2,), None
         return None
     if len(shape) == 2:
         rows, cols = shape
@@ -446,40 +458,37 @@ def _contiguous(shape: tuple, strides: tuple, unit: int) -> tuple[int, tuple] | 
         s0, s1 = strides[0] * unit, strides[1] * unit
         if (s0 | s1) & 3:  # the general path words this refusal
             return None
-        if (s0 == 4 or rows == 1) and (s1 == 4 * rows or cols == 1) or \
-                (s1 == 4 or cols == 1) and (s0 == 4 * cols or rows == 1):  # either memory order
-            return rows * cols, (s0 >> 2, s1 >> 2)
+        if (s0 == 4 or rows == 1) and (s1 == 4 * rows or cols == 1):  # column-major
+            return rows * cols, (s0 >> 2, s1 >> 2), False
+        if (s1 == 4 or cols == 1) and (s0 == 4 * cols or rows == 1):  # row-major, more than a row
+            return rows * cols, (s0 >> 2, s1 >> 2), True
     return None
 
 
-# A reader returns ``(ptr, extent, shape, element strides)`` or None.
+# A reader returns the raw facts ``(ptr, shape, strides, stride unit in bytes)`` of a float32
+# array that its library does not mark otherwise, or None; read_device_span makes the answer.
 
 def _read_numba(x: Any) -> tuple | None:
     if x.dtype is not _NUMPY_FLOAT32:
         return None
-    shape = x.shape
-    layout = _contiguous(shape, x.strides, 1)
-    return None if layout is None else (x.device_ctypes_pointer.value or 0, layout[0], shape, layout[1])
+    return x.device_ctypes_pointer.value or 0, x.shape, x.strides, 1
 
 
 def _read_cupy(x: Any) -> tuple | None:
     if x.dtype is not _NUMPY_FLOAT32:
         return None
-    shape = x.shape
-    layout = _contiguous(shape, x.strides, 1)
-    return None if layout is None else (x.data.ptr, layout[0], shape, layout[1])
+    return x.data.ptr, x.shape, x.strides, 1
 
 
 def _read_torch(x: Any) -> tuple | None:
-    # What torch's own interface refuses (autograd) or marks lazily (negative and conjugate
-    # bits) goes to the general path, which gives the verdict. A host tensor needs no test
-    # of its own: its pointer is not device memory. A sparse one raises on stride() (the
-    # caller then takes the general path too). Each attribute read costs about 0.1 us.
-    if x.dtype is not _TORCH_FLOAT32 or x.requires_grad or x.is_neg() or x.is_conj():
+    # What torch's own interface refuses (autograd) or marks lazily (the negative bit) goes to
+    # the general path, which gives the verdict. The conjugate bit needs no test: the conjugate
+    # of a real number is itself. A host tensor needs no test of its own: its pointer is not
+    # device memory. A sparse one raises on stride() (the caller then takes the general path
+    # too). Each attribute read costs about 0.1 us, is_neg() about 0.2 us.
+    if x.dtype is not _TORCH_FLOAT32 or x.requires_grad or x.is_neg():
         return None
-    shape = x.shape
-    layout = _contiguous(shape, x.stride(), 4)
-    return None if layout is None else (x.data_ptr(), layout[0], shape, layout[1])
+    return x.data_ptr(), x.shape, x.stride(), 4
 
 
 _READERS: dict[type, Callable[[Any], tuple | None] | None] = {}
@@ -510,7 +519,7 @@ def _read_known(x: Any) -> Operand | None:
     span = read_device_span(x)
     if span is None or span[2] is None:
         return None  # the general path reads it, or words the refusal
-    ptr, extent, device, shape, strides = span
+    ptr, extent, device, shape, strides, _ = span
     return Operand(ptr, extent, shape, strides, device, False, x)
 
 
@@ -518,10 +527,13 @@ def _read_known(x: Any) -> Operand | None:
 # costs about 2 us of driver time on the H200's host (perf/launch_paths.py), three per call,
 # and an array object keeps its memory alive and on one device, so the answer holds while the
 # object lives and its pointer is unchanged (a PyTorch tensor can be given new storage in
-# place: a new pointer is a new question). For Numba's DeviceNDArray, whose pointer, shape,
-# strides and dtype are fixed at construction, the whole answer is kept. Entries leave with
-# their object (weak reference); ``key -> (ref, ptr, device, whole answer or None)``.
-_REMEMBERED: dict[int, tuple[Any, int, int | None, tuple | None]] = {}
+# place: a new pointer is a new question). The whole answer is kept with the raw facts it was
+# made from, and holds while the object reads the same facts again (CuPy and PyTorch arrays
+# can be reshaped in place); a Numba DeviceNDArray's pointer, shape, strides and dtype are
+# fixed at construction, so its answer is returned without reading it again. Entries leave
+# with their object (weak reference);
+# ``key -> (ref, ptr, device, answer, shape, strides, fixed)``.
+_REMEMBERED: dict[int, tuple] = {}
 
 
 def _forget(key: int, ref: Any) -> None:
@@ -536,15 +548,17 @@ def forget_devices() -> None:
 
 
 def read_device_span(x: Any) -> tuple | None:
-    """``(ptr, extent, device, shape, element strides)`` of a plain float32 array of a known
-    type (1-D or 2-D, contiguous in either order), else None.
+    """``(ptr, extent, device, shape, element strides, transposed)`` of a plain float32 array
+    of a known type (1-D or 2-D, contiguous in either order), else None. ``transposed`` is None
+    for a 1-D array and for a matrix what :func:`matrix_view` answers: whether the buffer read
+    column-major (leading dimension: its rows) is the matrix's transpose.
 
     None means "ask :func:`read_operand`", never "invalid": the caller falls back to the
     general path for every array this does not recognise.
     """
     key = id(x)
     entry = _REMEMBERED.get(key)
-    if entry is not None and entry[3] is not None and entry[0]() is x:
+    if entry is not None and entry[6] and entry[0]() is x:
         return entry[3]
     kind = type(x)
     reader = _READERS.get(kind, False)
@@ -561,18 +575,22 @@ def read_device_span(x: Any) -> tuple | None:
         return None
     if read is None:
         return None
-    ptr, extent, shape, strides = read
-    if ptr & 3 or not ptr:
+    ptr, shape, strides, unit = read
+    if entry is not None and entry[1] == ptr and entry[4] == shape and entry[5] == strides and entry[0]() is x:
+        return entry[3]
+    layout = _contiguous(shape, strides, unit)
+    if layout is None or ptr & 3 or not ptr:
         return None
     if entry is not None and entry[1] == ptr and entry[0]() is x:
-        return ptr, extent, entry[2], shape, strides
-    device = pointer_device(ptr)
-    answer = (ptr, extent, device, shape, strides)
+        device = entry[2]
+    else:
+        device = pointer_device(ptr)
+    answer = (ptr, layout[0], device, shape, layout[1], layout[2])
     try:
         ref = weakref.ref(x, lambda r, key=key: _forget(key, r))
     except TypeError:  # a type without weak references is asked every time
         return answer
-    _REMEMBERED[key] = (ref, ptr, device, answer if reader is _read_numba else None)
+    _REMEMBERED[key] = (ref, ptr, device, answer, shape, strides, reader is _read_numba)
     return answer
 
 

@@ -136,6 +136,56 @@ CHILD = textwrap.dedent(r'''
         assert plain == documented == Status.SUCCESS, (seed, trial, args, plain, documented)
         assert plain_launch == documented_launch and len(plain_launch) == 1, (seed, trial, args)
     print("ACCEPTED", accepted, "DECLINED", declined)
+
+    # gemm: its plain path (shapes and memory orders of plain matrices give the BLAS call) must
+    # launch what its documented path launches, or decline before launching anything.
+    from sgblas import gemm_arrays
+    real_plain = api.launch_plain
+    taken = [0]
+
+    def counting(*call):
+        status = real_plain(*call)
+        taken[0] += status is not None
+        return status
+
+    def outcome(call):
+        launched.clear()
+        try:
+            result = call()
+            return "ok", result is not None, list(launched)
+        except Exception as exc:
+            return type(exc).__name__, None, list(launched)
+
+    accepted = declined = 0
+    for trial in range(int(sys.argv[2])):
+        plain_bias[0] = 0.8
+        m, n, k = (pick(pick(1, 3, 4, 64, 129), 2) for _ in range(3))
+        trans_a, trans_b = pick(False, True, 1, 0), pick(False, True)
+        def matrix(rows, cols, index):
+            rows, cols = pick(rows, rows + 1), cols
+            order = pick("F", "C")
+            return array(DEVICE_BASE[0] + index * (1 << 32), (rows, cols), order,
+                         pick(np.float32, np.float32, np.float64), pick(0, 0, 4, 16))
+        a = matrix(*((k, m) if trans_a else (m, k)), 1)
+        b = matrix(*((n, k) if trans_b else (k, n)), 2)
+        c = matrix(m, n, 3) if rng.random() < 0.95 else a
+        alpha = pick(1.0, 0.0, 2, float("nan"), -0.75)
+        beta = pick(0.0, 0.5, 1e-45)
+        call = lambda: gemm_arrays.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
+                                        handle=h)
+        api.launch_plain = counting
+        before = taken[0]
+        plain = outcome(call)
+        api.launch_plain = lambda *call: None
+        documented = outcome(call)
+        api.launch_plain = real_plain
+        assert plain == documented, (seed, trial, m, n, k, trans_a, trans_b, plain, documented)
+        if taken[0] > before:
+            accepted += 1
+            assert plain[0] == "ok" and len(plain[2]) == 1, (seed, trial, plain)
+        else:
+            declined += 1
+    print("GEMM_ACCEPTED", accepted, "GEMM_DECLINED", declined)
 ''')
 
 
@@ -148,4 +198,7 @@ def test_plain_path_launches_what_validation_launches():
         words = result.stdout.split()
         accepted, declined = int(words[words.index("ACCEPTED") + 1]), int(words[words.index("DECLINED") + 1])
         # Both outcomes must be common, or the comparison proves nothing.
+        assert accepted >= 100 and declined >= 100, result.stdout
+        accepted = int(words[words.index("GEMM_ACCEPTED") + 1])
+        declined = int(words[words.index("GEMM_DECLINED") + 1])
         assert accepted >= 100 and declined >= 100, result.stdout

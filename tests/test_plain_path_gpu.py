@@ -23,7 +23,7 @@ SHAPES = [(64, 64, 64), (129, 77, 300), (512, 384, 256), (1, 1, 1), (1000, 999, 
 def counted(monkeypatch):
     """The number of calls the plain path launched."""
     count = [0]
-    real = sgblas.api._launch_plain
+    real = sgblas.api.launch_plain
 
     def counting(*args):
         status = real(*args)
@@ -31,14 +31,13 @@ def counted(monkeypatch):
             count[0] += 1
         return status
 
-    monkeypatch.setattr(sgblas.api, "_launch_plain", counting)
+    monkeypatch.setattr(sgblas.api, "launch_plain", counting)
     return count
 
 
 def _no_plain_path(monkeypatch):
     monkeypatch.setattr(sgblas.api, "_sgemm_plain", lambda *args: None)
-    monkeypatch.setattr(sgblas.api, "sgemm_operands_plain", lambda *args: None)
-    monkeypatch.setattr(sgblas.gemm_arrays, "sgemm_operands_plain", lambda *args: None)
+    monkeypatch.setattr(sgblas.api, "launch_plain", lambda *args: None)
 
 
 def _both_paths(call, fresh_c, to_host, sync, counted, monkeypatch):
@@ -127,3 +126,25 @@ def test_gemm_plain_path_matches_documented_path(library, order, counted, monkey
     np.testing.assert_array_equal(results[0], results[1])
     expected = 0.5 * a.astype(np.float64) @ b.astype(np.float64) + 2.0 * c
     np.testing.assert_allclose(results[0], expected, rtol=1e-4, atol=1e-3)
+
+
+def test_torch_tensors_the_plain_path_must_not_read():
+    """A tensor that requires grad and a lazily negated view are refused with a sentence; a
+    conjugate-bit view of a real tensor is the tensor itself (the plain path reads it)."""
+    torch = pytest.importorskip("torch")
+    h = sgblas.Handle()
+    rng = np.random.default_rng(11)
+    a, b = (torch.from_numpy(rng.standard_normal((64, 64), dtype=np.float32)).cuda() for _ in range(2))
+    c = torch.empty(64, 64, device="cuda")
+    with pytest.raises(sgblas.InvalidValueError, match="requires grad"):
+        sgblas.gemm(a.clone().requires_grad_(), b, c, handle=h)
+    with pytest.raises(sgblas.InvalidValueError, match="negative bit"):
+        sgblas.gemm(torch._neg_view(a), b, c, handle=h)
+    try:
+        conj = torch._conj(a)  # the bit on a real tensor, where torch allows it
+    except RuntimeError:
+        conj = a
+    sgblas.gemm(conj, b, c, handle=h)
+    torch.cuda.synchronize()
+    expected = a.double() @ b.double()
+    assert torch.allclose(c.double(), expected, rtol=1e-4, atol=1e-3)

@@ -20,16 +20,19 @@ accepts:
    widest accesses win.
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
-   and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it (from
-   :data:`ACCURACY_SPLIT_K` on, :data:`ACCURACY_MIN_CHUNK`); and,
+   and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,
    for accuracy, when k >= :data:`ACCURACY_SPLIT_K` even if the tiles fill the GPU, with
    splits of at most :data:`ACCURACY_CHUNK` (each split is summed on its own and the partials
-   added in order, which shortens every float32 sum: ``docs/design.md``, "Split-K").
+   added in order, which shortens every float32 sum: ``docs/design.md``, "Split-K"). Among
+   the slice kernels, the largest tile that can split the problem runs it.
 5. The number of splits S: the largest S whose CTAs (tiles x S) fit in one wave of the GPU's
    resident slots, when that wave is at least :data:`WAVE_TARGET` full; else the smallest S
    whose whole waves are that full (CTAs over waves x slots), else the S with the fullest
    waves; at most :data:`MAX_SPLITS`, at most what the workspace holds, and each split
-   a whole number of the kernel's K granule. The reduction's order is s = 0, 1, ..., so the
+   a whole number of the kernel's K granule. From :data:`ACCURACY_SPLIT_K` on, a few-tile
+   problem takes as many splits as those limits allow, with slices down to
+   :data:`ACCURACY_MIN_CHUNK`, even past one wave: for accuracy. The reduction's order is
+   s = 0, 1, ..., so the
    bits depend on S: the same shape on the same device and workspace size gives the same bits.
 
 ``docs/design.md`` gives the measurements behind the thresholds.
@@ -44,8 +47,8 @@ from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
-__all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "ACCURACY_MIN_CHUNK", "MAX_SPLITS",
-           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
+__all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS",
+           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
            "split_for", "pinned_split", "is_backstop"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
@@ -54,21 +57,24 @@ FILL_TARGET: float = 0.75
 #: How full the waves of a split grid must be for the fewest such splits to be taken.
 WAVE_TARGET: float = 0.9
 #: The least K a split-K slice keeps: below it the partials' traffic and the second launch
-#: cost more than the fuller GPU gains.
-MIN_SPLIT_CHUNK: int = 1024
+#: cost more than the fuller GPU gains (docs/tuning.md: at 1024^3, four slices of 256 of the
+#: 128x128 slice kernel beat the unsplit 128x64 tile by 1.4x).
+MIN_SPLIT_CHUNK: int = 256
 #: The least size of a skinny product's large operand, in bytes, for the skinny kernels: below
 #: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
 #: The most partials one call writes.
-MAX_SPLITS: int = 64
-#: From this K on, a few-tile problem's slices may be as short as this (rather than
-#: MIN_SPLIT_CHUNK), so that it can take as many splits as one wave holds: shorter float32 sums.
-ACCURACY_MIN_CHUNK: int = 256
+MAX_SPLITS: int = 128
 #: From this K on, a problem whose tiles fill the GPU is still split (when the workspace
 #: holds the partials), for accuracy ...
 ACCURACY_SPLIT_K: int = 16384
 #: ... into slices of at most this much K.
 ACCURACY_CHUNK: int = 8192
+#: From ACCURACY_SPLIT_K on, a few-tile problem takes the most splits MAX_SPLITS and the
+#: workspace allow, with slices down to this long: the error of a split sum grows with the
+#: square roots of the slice length and of the number of partials, so up to sqrt(k) splits
+#: lower it (docs/tuning.md, "Accuracy").
+ACCURACY_MIN_CHUNK: int = 128
 
 
 class Split(NamedTuple):
@@ -170,18 +176,22 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         s = _chunked(p.k, want, granule)
         return s, f"{s.splits} slices of K for a shorter float32 sum (k >= {ACCURACY_SPLIT_K})"
     # One wave if that fills the slots well (fewest partials for the fill), else the fewest
-    # splits whose whole waves are full enough, else the fullest waves.
+    # splits whose whole waves are full enough, else the fullest waves (a slice kernel takes
+    # the most splits among equally full ones: more CTAs resident at once hide more latency).
     one_wave = [s for s in range(lo, cap + 1) if tiles * s <= n_slots]
     best = max(one_wave, key=lambda s: (tiles * s, -s)) if one_wave else lo
     if _wave_fill(tiles * best, n_slots) < WAVE_TARGET:
         best_fill = -1.0
+        tie = 1e-9 if spec.role == "skinny" else -1e-9
         for s in range(lo, cap + 1):
             f = _wave_fill(tiles * s, n_slots)
             if f >= WAVE_TARGET:
                 best = s
                 break
-            if f > best_fill + 1e-9:
-                best, best_fill = s, f
+            if f > best_fill + tie:
+                best, best_fill = s, max(f, best_fill)
+    if spec.role != "skinny" and p.k >= ACCURACY_SPLIT_K:
+        best = max(best, cap)
     s = _chunked(p.k, best, granule)
     f = _wave_fill(tiles * s.splits, n_slots)
     return s, (f"{tiles} tiles x {s.splits} slices of K = {tiles * s.splits} CTAs fill {f:.0%} of the "
@@ -256,8 +266,10 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     for spec in sorted(splits, key=lambda s: (-(s.tile[0] * s.tile[1]), -s.align)):
         if few_tiles:
             split, note = split_for(spec, p, props, workspace_bytes)
+            # A split as full as the tiles is still taken: its waves hold more CTAs at once
+            # (1536^3 TN: 0.89x cuBLAS split 3 ways, 0.78x unsplit at the same fill).
             if split is not None and best_tile is not None and \
-                    _wave_fill(ctas(spec, p) * split.splits, slots(spec, props)) <= fill(best_tile, p, props):
+                    _wave_fill(ctas(spec, p) * split.splits, slots(spec, props)) < fill(best_tile, p, props) - 1e-9:
                 split, note = None, (f"splitting K does not fill the GPU better than {best_tile.name}'s "
                                      f"{ctas(best_tile, p)} CTAs do")
         elif p.k >= ACCURACY_SPLIT_K:

@@ -209,26 +209,25 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
     if raw_stream <= 2 and handle._context and _device.current_context_handle() != handle._context:
         _device.push_context(handle._context)
         pushed = True
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec = plan
     try:
-        role = plan.role
         if role == "gemm":
-            launch(plan.kernel, plan.grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                                   beta, c_ptr, c_extent, ldc))
+            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          beta, c_ptr, c_extent, ldc))
         elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
-            launch(plan.kernel, plan.grid, stream, (m, n, beta, c_ptr, c_extent, ldc))
-        elif plan.splits == 1:  # a skinny kernel writing C itself
-            launch(plan.kernel, plan.grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                                   beta, c_ptr, c_extent, ldc, plan.k_chunk))
+            launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc))
+        elif splits == 1:  # a skinny kernel writing C itself
+            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          beta, c_ptr, c_extent, ldc, k_chunk))
         else:
             # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
             # split order + beta * C. The workspace is read from the handle at each call.
             ws_ptr = handle.workspace_ptr
-            ldw = plan.ldw
-            ws_extent = plan.splits * ldw * n
-            launch(plan.kernel, plan.grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                                   0.0, ws_ptr, ws_extent, ldw, plan.k_chunk))
-            launch(plan.reduce, plan.reduce_grid, stream, (m, n, plan.splits, ws_ptr, ws_extent, ldw, beta,
-                                                           c_ptr, c_extent, ldc, plan.c_vec))
+            ws_extent = splits * ldw * n
+            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          0.0, ws_ptr, ws_extent, ldw, k_chunk))
+            launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
+                                                 c_ptr, c_extent, ldc, c_vec))
     finally:
         if pushed:
             _device.pop_context()

@@ -3,11 +3,14 @@
 A split-K plan (:mod:`sgblas.kernels.splitk`) writes ``splits`` partial products of the m x n
 result into the handle's workspace ``W``: partial ``s`` is the column-major m x n matrix with
 leading dimension ``ldw`` starting at element ``s * ldw * n`` (``alpha`` is already applied).
-This kernel sums them **in the order s = 0, 1, ..., splits - 1**, each element by one thread
-with plain float32 additions (no atomics, no tree), and then stores ``sum + beta * C``; with
-``beta == 0`` it stores the sum without reading C, so NaNs there do not leak. The order, and
-so the bits, depend only on ``splits``: the result is the same run to run and stream to
-stream.
+This kernel sums them **in a fixed order**, each element by one thread with plain float32
+additions (no atomics): the partials in groups of :data:`GROUP` (s = 0..7, 8..15, ...), each
+group left to right, then the group sums left to right (:func:`order`); and then stores
+``sum + beta * C``; with ``beta == 0`` it stores the sum without reading C, so NaNs there do
+not leak. The order, and so the bits, depend only on ``splits``: the result is the same run to
+run and stream to stream. Two levels rather than one chain because the error of a float32
+chain grows with the square root of its length: 128 partials of positive data added in one
+chain gave 1.4x cuBLAS's error, in groups of 8 about half of it (docs/tuning.md, "Accuracy").
 
 Mapping: each thread owns a group of 4 consecutive rows of one column (16 bytes of every
 partial: ``ldw`` is a multiple of 4 and the workspace 16-byte aligned, so those are aligned
@@ -26,7 +29,10 @@ The Numba code lives in :mod:`sgblas.kernels.reduce_jit`; this module imports wi
 
 from __future__ import annotations
 
-__all__ = ["NAME", "THREADS", "BLOCK", "LAUNCH_BOUNDS", "MAX_GROUPS", "padded_rows", "grid"]
+__all__ = ["NAME", "THREADS", "BLOCK", "LAUNCH_BOUNDS", "MAX_GROUPS", "GROUP", "padded_rows", "grid", "order"]
+
+#: Partials summed in one chain before the chains' sums are added (see the module doc).
+GROUP: int = 8
 
 #: Threads per CTA (one dimension).
 THREADS: int = 256
@@ -55,3 +61,9 @@ def groups(m: int, n: int) -> int:
 def grid(m: int, n: int) -> tuple[int, int, int]:
     """One thread per group of 4 rows, at most :data:`MAX_CTAS` CTAs (grid-stride beyond)."""
     return (max(1, min(-(-groups(m, n) // THREADS), MAX_CTAS)), 1, 1)
+
+
+def order(splits: int) -> list[range]:
+    """The reduction's chains: partials ``range(0, 8)``, ``range(8, 16)``, ..., each summed left
+    to right, then their sums left to right."""
+    return [range(s, min(s + GROUP, splits)) for s in range(0, splits, GROUP)]

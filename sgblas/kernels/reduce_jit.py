@@ -9,7 +9,7 @@ from __future__ import annotations
 from numba import cuda, float32, int64, uint32
 
 from sgblas.kernels import memory
-from sgblas.kernels.reduce import THREADS
+from sgblas.kernels.reduce import GROUP, THREADS
 
 __all__: list[str] = []  # private: built through sgblas.kernels.spec
 
@@ -19,8 +19,9 @@ stg4 = memory.stg4
 
 
 def _reduce(m, n, splits, W, ldw, beta, C, ldc, c_vec):
-    """C[i, j] = W_0[i, j] + W_1[i, j] + ... + W_{splits-1}[i, j] (left to right) + beta * C[i, j];
-    C unread when beta == 0."""
+    """C[i, j] = (W_0 + ... + W_7) + (W_8 + ... + W_15) + ... + beta * C[i, j], each group of
+    GROUP partials summed left to right, then the group sums left to right; C unread when
+    beta == 0."""
     um = uint32(m)
     gm = (um + uint32(3)) // uint32(4)  # groups of 4 rows per column
     total = gm * uint32(n)  # below 2**31: the registry's guard
@@ -37,41 +38,53 @@ def _reduce(m, n, splits, W, ldw, beta, C, ldc, c_vec):
         w = int64(j) * int64(ldw) + int64(r)
         c = int64(j) * int64(ldc) + int64(r)
         if r + uint32(4) <= um:
-            x0, x1, x2, x3 = ldg4(W, w)
-            s = int64(1)
-            w += sstride
-            # Four partials' loads in flight, then their additions in s order.
-            while s + 4 <= ns:
-                p0, p1, p2, p3 = ldg4(W, w)
-                q0, q1, q2, q3 = ldg4(W, w + sstride)
-                u0, u1, u2, u3 = ldg4(W, w + 2 * sstride)
-                v0, v1, v2, v3 = ldg4(W, w + 3 * sstride)
-                x0 += p0
-                x1 += p1
-                x2 += p2
-                x3 += p3
-                x0 += q0
-                x1 += q1
-                x2 += q2
-                x3 += q3
-                x0 += u0
-                x1 += u1
-                x2 += u2
-                x3 += u3
-                x0 += v0
-                x1 += v1
-                x2 += v2
-                x3 += v3
-                s += 4
-                w += 4 * sstride
+            x0 = x1 = x2 = x3 = float32(0)
+            s = int64(0)
             while s < ns:
-                p0, p1, p2, p3 = ldg4(W, w)
-                x0 += p0
-                x1 += p1
-                x2 += p2
-                x3 += p3
-                s += 1
+                e = min(s + int64(GROUP), ns)
+                y0, y1, y2, y3 = ldg4(W, w)
+                t = s + 1
                 w += sstride
+                # Four partials' loads in flight, then their additions in s order.
+                while t + 4 <= e:
+                    p0, p1, p2, p3 = ldg4(W, w)
+                    q0, q1, q2, q3 = ldg4(W, w + sstride)
+                    u0, u1, u2, u3 = ldg4(W, w + 2 * sstride)
+                    v0, v1, v2, v3 = ldg4(W, w + 3 * sstride)
+                    y0 += p0
+                    y1 += p1
+                    y2 += p2
+                    y3 += p3
+                    y0 += q0
+                    y1 += q1
+                    y2 += q2
+                    y3 += q3
+                    y0 += u0
+                    y1 += u1
+                    y2 += u2
+                    y3 += u3
+                    y0 += v0
+                    y1 += v1
+                    y2 += v2
+                    y3 += v3
+                    t += 4
+                    w += 4 * sstride
+                while t < e:
+                    p0, p1, p2, p3 = ldg4(W, w)
+                    y0 += p0
+                    y1 += p1
+                    y2 += p2
+                    y3 += p3
+                    t += 1
+                    w += sstride
+                if s == 0:  # the first group's sum as it is (0 + y could turn -0 into +0)
+                    x0, x1, x2, x3 = y0, y1, y2, y3
+                else:
+                    x0 += y0
+                    x1 += y1
+                    x2 += y2
+                    x3 += y3
+                s = e
             if vec:
                 if zero:
                     stg4(C, c, x0, x1, x2, x3)
@@ -90,17 +103,29 @@ def _reduce(m, n, splits, W, ldw, beta, C, ldc, c_vec):
                 C[c + 3] = x3 + beta * ldg1(C, c + 3)
         else:
             # The group holding row m: element by element, nothing past row m is read.
-            for e in range(4):
-                if r + uint32(e) < um:
-                    x = ldg1(W, w + e)
-                    ws = w + e + sstride
-                    for _s in range(1, splits):
-                        x += ldg1(W, ws)
+            for el in range(4):
+                if r + uint32(el) < um:
+                    x = float32(0)
+                    ws = w + el
+                    s = int64(0)
+                    while s < ns:
+                        e = min(s + int64(GROUP), ns)
+                        y = ldg1(W, ws)
                         ws += sstride
+                        t = s + 1
+                        while t < e:
+                            y += ldg1(W, ws)
+                            ws += sstride
+                            t += 1
+                        if s == 0:
+                            x = y
+                        else:
+                            x += y
+                        s = e
                     if zero:
-                        C[c + e] = x
+                        C[c + el] = x
                     else:
-                        C[c + e] = x + beta * ldg1(C, c + e)
+                        C[c + el] = x + beta * ldg1(C, c + el)
         g += step
 
 

@@ -51,14 +51,20 @@ SKINNY_MANIFEST: tuple[SkinnyConfig, ...] = skinny.MANIFEST
 
 
 def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, ...]:
-    """The slice kernels: the 128x64 tile of every transpose pair, 16-byte class.
+    """The slice kernels, 16-byte class: the 128x64 tile of every transpose pair, and the
+    128x128 tile of every pair but TN.
 
-    The 128x64 tile because it gives four CTAs per SM (twice the 128x128 tile's), so the fewest
-    splits fill the GPU; the 16-byte class only, because a problem whose A or B is less aligned
-    is rare among the long-K shapes split-K is for, and each row costs a compile.
+    The 128x128 tile reuses each loaded element twice as often, and ran the long-K shapes
+    3-8% faster than the 128x64 tile at the same split, and 1024^3 at 0.96-1.06x cuBLAS
+    (docs/tuning.md, "Split-K tiles"). TN's 128x128 slice kernel, with both operands staged
+    through registers, spills 40 bytes a thread under the 128-register cap of two CTAs per SM,
+    and its 128x64 slice kernel ran TN's shapes as fast or faster, so TN keeps that one. The
+    16-byte class only: a problem whose A or B is less aligned is rare among the shapes
+    split-K is for, and each row costs a compile.
     """
     rows = [dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest
-            if cfg.BM == 128 and cfg.BN == 64 and cfg.align == 16 and not cfg.split_k]
+            if cfg.BM == 128 and cfg.align == 16 and not cfg.split_k
+            and (cfg.BN == 64 or cfg.BN == 128 and cfg.pair != ("T", "N"))]
     return tuple(rows)
 
 

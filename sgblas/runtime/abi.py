@@ -68,9 +68,14 @@ class Abi:
                 packed += ["0", "0", f"{pname}_extent", "4", f"{pname}_ptr", f"{pname}_extent", "4"]
             else:
                 packed.append(pname)
+        # ParamLayout.pack, inlined: this thread's buffers, then one pack_into.
         source = (f"def pack({', '.join(self.call_arguments())}):\n"
-                  f"    return _pack({', '.join(packed)})\n")
-        namespace = {"_pack": self.layout.pack}
+                  f"    bufs = _getattr(_tls, _attribute, None) or _buffers()\n"
+                  f"    _pack_into(bufs[0], 0, {', '.join(packed)})\n"
+                  f"    return bufs[2]\n")
+        pack_into, tls, attribute, buffers = self.layout.packer_parts()
+        namespace = {"_pack_into": pack_into, "_tls": tls, "_attribute": attribute, "_buffers": buffers,
+                     "_getattr": getattr}
         exec(compile(source, f"<abi {self.name} packer>", "exec"), namespace)  # noqa: S102 - generated above
         return namespace["pack"]
 

@@ -32,7 +32,8 @@ def launch(kernel: LoadedKernel, grid: tuple, stream: Any, args: tuple) -> None:
     """Enqueue ``kernel`` over ``grid`` on ``stream`` (what the handle holds: a ready
     ``c_void_p``, or under the simulator a stream object or 0) with ``args`` as its ABI's
     packer takes them. Raises :class:`~sgblas.runtime.driver.DriverError` on failure."""
-    if kernel.dispatcher is not None:
-        kernel.abi.simulate(kernel.dispatcher, grid, kernel.block, stream, args)
+    _, abi, block, _, c_function, dispatcher = kernel
+    if dispatcher is not None:
+        abi.simulate(dispatcher, grid, block, stream, args)
         return
-    driver.launch(kernel.c_function, grid, kernel.block, stream, kernel.abi.pack(*args))
+    driver.launch(c_function, grid, block, stream, abi.pack(*args))

@@ -41,42 +41,46 @@ def chosen(m, n, k, pair="NN", props=H200, workspace=WORKSPACE):
 def test_many_tile_shapes_keep_the_tile_kernels(pair):
     tag = pair.lower()
     assert chosen(2048, 2048, 2048, pair).spec.name == f"sgemm_simt_{tag}_128x128x16_2s_a16"
-    assert chosen(1024, 1024, 1024, pair).spec.name == f"sgemm_simt_{tag}_128x64x16_2s_a16"
     for shape in ((4096, 4096, 4096), (5000, 3000, 1000), (4096, 4096, 64), (8192, 8192, 8192)):
         c = chosen(*shape, pair)
         assert c.spec.role == "gemm" and c.split is None, (shape, c.spec.name)
 
 
 FEW_TILE_SHAPES = [
-    # (shape, splits and slice on 132 SMs for a 128x64 slice kernel with 4 CTAs per SM)
+    # (shape, splits and slice on 132 SMs for the 128x128 slice kernel, 2 CTAs per SM)
+    ((1024, 1024, 1024), 4, 256),     # 64 tiles: one wave of 256 CTAs for 264 slots
     ((128, 8192, 8192), 4, 2048),
     ((8192, 128, 8192), 4, 2048),
-    ((1000, 1000, 100000), 4, 25008),
-    ((512, 512, 65536), 16, 4096),
-    ((256, 256, 16384), 64, 256),     # k >= 16384: slices down to 256, as many as one wave holds
-    ((256, 256, 32768), 64, 512),
-    ((256, 256, 262144), 64, 4096),
+    ((1536, 1536, 1536), 3, 512),     # 144 tiles: three partials are what 32 MiB holds
+    # From k = 16384 on, as many splits as the workspace and MAX_SPLITS allow, for accuracy:
+    ((1000, 1000, 100000), 8, 12512),   # 8 partials of 4 MB
+    ((512, 512, 65536), 32, 2048),      # 32 partials of 1 MiB
+    ((256, 256, 16384), 128, 128),      # 128 partials of 256 KiB, slices down to 128
+    ((256, 256, 32768), 128, 256),
+    ((256, 256, 262144), 128, 2048),
 ]
 
 
 @pytest.mark.parametrize("pair", ["NN", "NT"])
 @pytest.mark.parametrize("shape, splits, k_chunk", FEW_TILE_SHAPES)
-def test_few_output_tiles_with_long_k_split_k(pair, shape, splits, k_chunk):
+def test_few_output_tiles_split_k(pair, shape, splits, k_chunk):
     c = chosen(*shape, pair)
-    assert c.spec.name == f"sgemm_splitk_{pair.lower()}_128x64x16_2s_a16", c.spec.name
-    assert c.spec.blocks_per_sm == 4
+    assert c.spec.name == f"sgemm_splitk_{pair.lower()}_128x128x16_2s_a16", c.spec.name
+    assert c.spec.blocks_per_sm == 2
     assert c.split == heuristic.Split(splits, k_chunk)
     reasons = dict(c.passed_over)
     tile = reasons[f"sgemm_simt_{pair.lower()}_128x64x16_2s_a16"]
     assert "splits K instead" in tile and "CTAs fill" in tile, tile
+    assert reasons[f"sgemm_splitk_{pair.lower()}_128x64x16_2s_a16"].endswith("splits K already")
     assert str(splits) in c.note and "workspace" in c.note
 
 
 @pytest.mark.parametrize("pair", PAIRS)
 @pytest.mark.parametrize("shape", [s for s, _, _ in FEW_TILE_SHAPES])
-def test_every_pair_splits_into_one_full_wave(pair, shape):
-    """Whatever the slice kernel's CTAs per SM (the pairs with A transposed hold fewer), the
-    split fills one wave of resident slots, or takes the most splits allowed."""
+def test_every_pair_splits_into_full_waves_or_for_accuracy(pair, shape):
+    """Below ACCURACY_SPLIT_K the split fills one wave of resident slots, or whole waves at
+    least WAVE_TARGET full, within what the workspace holds; from it on, it takes the most
+    splits allowed."""
     m, n, k = shape
     c = chosen(m, n, k, pair)
     assert c.spec.role == "splitk" and c.spec.pair == (pair[0], pair[1]), c.spec.name
@@ -84,30 +88,34 @@ def test_every_pair_splits_into_one_full_wave(pair, shape):
     assert split.k_chunk % 16 == 0 and (split.splits - 1) * split.k_chunk < k <= split.splits * split.k_chunk
     n_slots = heuristic.slots(c.spec, H200)
     used = heuristic.ctas(c.spec, problem(m, n, k, pair)) * split.splits
-    assert used <= n_slots and (used >= 0.9 * n_slots or split.splits == heuristic.MAX_SPLITS)
+    by_workspace = WORKSPACE // splitk.partial_bytes(m, n)
+    if k >= heuristic.ACCURACY_SPLIT_K:
+        assert split.splits == min(heuristic.MAX_SPLITS, k // heuristic.ACCURACY_MIN_CHUNK, by_workspace)
+    elif split.splits < by_workspace and 2 * heuristic.ctas(c.spec, problem(m, n, k, pair)) <= n_slots:
+        assert used <= n_slots and used >= heuristic.WAVE_TARGET * n_slots
 
 
 def test_splits_follow_the_sm_count():
-    # 128 tiles of 128x64: 528 slots on 132 SMs take 4 slices, 64 slots on 16 SMs none
+    # 64 tiles of 128x128: 264 slots on 132 SMs take 4 slices, 32 slots on 16 SMs none
     # (the tile kernels fill them already).
     assert chosen(128, 8192, 8192).split.splits == 4
     small = chosen(128, 8192, 8192, props=SMALL)
     assert small.spec.role == "gemm" and small.split is None
-    # 32 tiles of 128x64: 16 slices on 132 SMs, 2 on 16 SMs (64 slots).
-    assert chosen(512, 512, 65536).split.splits == 16
-    assert chosen(512, 512, 65536, props=SMALL).split.splits == 2
+    # 16 tiles of 128x128: 16 slices on 132 SMs, 2 on 16 SMs (32 slots).
+    assert chosen(512, 512, 8192).split.splits == 16
+    assert chosen(512, 512, 8192, props=SMALL).split.splits == 2
 
 
-def test_slices_shorter_than_1024_only_from_k_16384():
-    assert chosen(256, 256, 8192).split == heuristic.Split(8, 1024)
-    assert chosen(256, 256, 16384).split == heuristic.Split(64, 256)
+def test_slices_shorter_than_256_only_from_k_16384():
+    assert chosen(256, 256, 8192).split == heuristic.Split(32, 256)
+    assert chosen(256, 256, 16384).split == heuristic.Split(128, 128)
 
 
 def test_short_k_is_not_split():
-    c = chosen(128, 8192, 1024)
+    c = chosen(128, 8192, 496)
     assert c.spec.name == "sgemm_simt_nn_128x64x16_2s_a16"
-    reason = dict(c.passed_over)["sgemm_splitk_nn_128x64x16_2s_a16"]
-    assert reason == ("k=1024 is too short to split: each of 2 slices would keep less than "
+    reason = dict(c.passed_over)["sgemm_splitk_nn_128x128x16_2s_a16"]
+    assert reason == ("k=496 is too short to split: each of 2 slices would keep less than "
                       f"{heuristic.MIN_SPLIT_CHUNK} of it")
 
 
@@ -125,7 +133,7 @@ def test_the_workspace_caps_the_splits_and_too_little_takes_a_kernel_that_needs_
 
 def test_long_k_is_split_for_accuracy_when_the_workspace_holds_it():
     c = chosen(2048, 2048, 16384)
-    assert c.spec.name == "sgemm_splitk_nn_128x64x16_2s_a16" and c.split == heuristic.Split(2, 8192)
+    assert c.spec.name == "sgemm_splitk_nn_128x128x16_2s_a16" and c.split == heuristic.Split(2, 8192)
     # 8 slices of 8192: 8 partials of 16 MiB do not fit in 32 MiB, and fewer would not be
     # short enough, so the tile kernel runs it.
     c = chosen(2048, 2048, 65536)

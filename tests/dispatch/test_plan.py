@@ -80,13 +80,14 @@ def test_general_kernels_accept_every_fp32_problem_and_rank_last():
 def test_the_simt_tile_is_chosen_by_how_well_it_fills_the_device():
     big = by_name("sgemm_simt_nn_128x128x16_2s_a16")
     small = by_name("sgemm_simt_nn_128x64x16_2s_a16")
-    # 2048^3: 256 tiles of 128x128 fill 97% of 132 SMs x 2 slots; 1024^3: 64 tiles, 24%.
+    # 2048^3: 256 tiles of 128x128 fill 97% of 132 SMs x 2 slots; 1024x1024 (k too short to
+    # split): 64 tiles, 24%.
     assert choose(problem(m=2048, n=2048, k=2048), H200_PROPS, WORKSPACE).spec is big
-    choice = choose(problem(m=1024, n=1024, k=1024), H200_PROPS, WORKSPACE)
+    choice = choose(problem(m=1024, n=1024, k=256), H200_PROPS, WORKSPACE)
     assert choice.spec is small
     assert "fill 24%" in dict(choice.passed_over)[big.name]
     # The same problem on a GPU with eight times fewer SMs fills it with the large tile.
-    assert choose(problem(m=1024, n=1024, k=1024), SMALL_PROPS, WORKSPACE).spec is big
+    assert choose(problem(m=1024, n=1024, k=256), SMALL_PROPS, WORKSPACE).spec is big
 
 
 def test_alignment_and_architecture_refusals_name_the_value():

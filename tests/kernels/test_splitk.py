@@ -1,9 +1,10 @@
 """Split-K on the CPU (the CUDA simulator runs the real kernels; on a GPU these run there too).
 
 * The fixed-order reduction, launched directly: C is bit for bit the float32 sum of the
-  partials taken in split order s = 0, 1, ... (partials of very different magnitudes, so
-  another order would give other bits), for split counts that exercise its four-at-a-time
-  loop and its remainder, rows in whole 16-byte groups and the partial group at row m, C
+  partials in the order ``reduce.order`` gives (chains of 8 in split order, then the chains'
+  sums in order; partials of very different magnitudes, so another order would give other
+  bits), for split counts that exercise its four-at-a-time loop, its remainder and several
+  chains, rows in whole 16-byte groups and the partial group at row m, C
   accessed by vectors or element by element; beta == 0 never reads C (NaN there stays out);
   C's padding rows are never written.
 * Split-K calls through ``sgblas.sgemm`` for every transpose pair, with the heuristic's
@@ -34,7 +35,10 @@ from sgblas.runtime.loader import dispatcher
 from sgblas.testing import GemmCase
 
 PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
-SPLIT_SPECS = {s.pair: s for s in GEMM_KERNELS if s.role == "splitk"}
+#: The slice kernel the heuristic takes for each pair: the largest tile that splits.
+SPLIT_SPECS = {}
+for _spec in sorted((s for s in GEMM_KERNELS if s.role == "splitk"), key=lambda s: -s.tile[0] * s.tile[1]):
+    SPLIT_SPECS.setdefault(_spec.pair, _spec)
 
 
 def _seed(*parts: object) -> int:
@@ -62,6 +66,18 @@ def _in_order(w: np.ndarray, m: int, order) -> np.ndarray:
     return acc
 
 
+def _in_fixed_order(w: np.ndarray, m: int) -> np.ndarray:
+    """The reduction's sum: each chain of reduce.order in order, then the chains' sums."""
+    sums = [_in_order(w, m, chain) for chain in reduce.order(w.shape[0])]
+    return _in_order(np.stack(sums), m, range(len(sums)))
+
+
+def test_the_order_is_chains_of_eight():
+    assert reduce.order(1) == [range(0, 1)]
+    assert reduce.order(8) == [range(0, 8)]
+    assert reduce.order(20) == [range(0, 8), range(8, 16), range(16, 20)]
+
+
 def _run_reduce(m: int, n: int, w: np.ndarray, ldw: int, beta: float, c: np.ndarray, ldc: int,
                 c_vec: int) -> np.ndarray:
     spec = by_name(reduce.NAME)
@@ -72,7 +88,7 @@ def _run_reduce(m: int, n: int, w: np.ndarray, ldw: int, beta: float, c: np.ndar
     return d_c.copy_to_host()
 
 
-@pytest.mark.parametrize("splits", [1, 2, 5, 9])
+@pytest.mark.parametrize("splits", [1, 2, 5, 9, 17, 22])
 @pytest.mark.parametrize("m, c_vec", [(8, 1), (7, 0), (13, 1), (1, 0)])
 def test_reduction_sums_in_split_order_bit_for_bit(splits, m, c_vec):
     n, seed = 5, _seed("order", splits, m, c_vec)
@@ -82,14 +98,18 @@ def test_reduction_sums_in_split_order_bit_for_bit(splits, m, c_vec):
     w = _partials(rng, splits, m, n, ldw)
     c = np.full(ldc * n, np.nan, np.float32)  # beta == 0: C's NaNs must not leak
     got = _run_reduce(m, n, w, ldw, 0.0, c, ldc, c_vec).reshape(n, ldc)
-    want = _in_order(w, m, range(splits))
+    want = _in_fixed_order(w, m)
     np.testing.assert_array_equal(got[:, :m].view(np.uint32), want.view(np.uint32),
-                                  err_msg=f"seed={seed}: not the sum in split order")
+                                  err_msg=f"seed={seed}: not the sum in the fixed order")
     assert np.isnan(got[:, m:]).all(), f"seed={seed}: the reduction wrote C's padding rows"
     if splits >= 3:
         # The data make the order visible: summing backwards gives other bits somewhere.
         backwards = _in_order(w, m, reversed(range(splits)))
         assert (backwards.view(np.uint32) != want.view(np.uint32)).any()
+    if splits > reduce.GROUP + 1:  # (with 9, the second chain's one partial ends the first's)
+        # ... and so does one chain over all partials.
+        chain = _in_order(w, m, range(splits))
+        assert (chain.view(np.uint32) != want.view(np.uint32)).any()
 
 
 @pytest.mark.parametrize("c_vec", [0, 1])
@@ -103,7 +123,7 @@ def test_reduction_applies_beta_to_c(c_vec):
     c = rng.standard_normal(ldc * n).astype(np.float32)
     got = _run_reduce(m, n, w, ldw, beta, c.copy(), ldc, c_vec).reshape(n, ldc)
     cm = c.reshape(n, ldc)
-    want = _in_order(w, m, range(splits)) + np.float32(beta) * cm[:, :m]
+    want = _in_fixed_order(w, m) + np.float32(beta) * cm[:, :m]
     # The device may fuse beta * C into the last addition (one rounding fewer).
     np.testing.assert_allclose(got[:, :m], want, rtol=2e-7, atol=0, err_msg=f"seed={seed}")
     np.testing.assert_array_equal(got[:, m:], cm[:, m:], err_msg=f"seed={seed}: padding rows written")
@@ -210,12 +230,15 @@ def test_k_zero_and_alpha_zero_still_take_the_scale_kernel(tiny_splits):
 
 def test_the_registry_rows():
     assert sorted(SPLIT_SPECS) == sorted(PAIRS)
-    for spec in SPLIT_SPECS.values():
+    rows = [s for s in GEMM_KERNELS if s.role == "splitk"]
+    for spec in rows:
         assert spec.launches == 2 and spec.align == 16 and spec.config.split_k
         assert spec.workspace(100, 30, 5000) == 2 * 100 * 30 * 4
-        assert spec.name == f"sgemm_splitk_{spec.pair[0]}{spec.pair[1]}".lower() + "_128x64x16_2s_a16"
         assert spec.abi.name == "gemm_split"
-    assert len(splitk.split_manifest(SIMT_MANIFEST)) == 4
+    names = {s.name for s in rows}
+    want = {f"sgemm_splitk_{a}{b}_{tile}x16_2s_a16".lower() for a, b in PAIRS for tile in ("128x128", "128x64")}
+    assert names == want - {"sgemm_splitk_tn_128x128x16_2s_a16"}  # it spills: docs/tuning.md
+    assert len(splitk.split_manifest(SIMT_MANIFEST)) == 7
     red = by_name(reduce.NAME)
     assert red in REGISTRY and red not in GEMM_KERNELS and red.role == "reduce"
     # The general kernels stay last: the backstop.
@@ -233,3 +256,14 @@ def test_a_split_variant_needs_only_a_and_b_aligned():
     assert SPLIT_SPECS[("N", "N")].can_implement(p) is None
     reason = SPLIT_SPECS[("N", "N")].can_implement(p._replace(ldb=4097))
     assert "ldb=4097" in reason
+
+
+@pytest.mark.parametrize("name", sorted(s.name for s in GEMM_KERNELS
+                                        if s.role == "splitk" and s not in SPLIT_SPECS.values()))
+def test_the_slice_kernels_the_heuristic_passes_over_still_compute_right(name, capsys):
+    """The smaller slice tile, pinned through the sanitizer script at a tail shape (m, n and k
+    off the tile): the result against float64, beta applied, padding untouched."""
+    import sanitizer_cases
+
+    assert sanitizer_cases.main(["--variant", name, "--kinds", "tail", "--betas", "0.75", "--no-scale"]) == 0
+    assert "1 cases, 0 failed" in capsys.readouterr().out
