@@ -10,7 +10,9 @@ Figures:
   sgblas and cuBLAS strict FP32 side by side, with the FP32 peak as a line;
 - ``sgemm_rect_ratio.png``: heatmap of sgblas/cuBLAS throughput over the rectangular shapes
   and the transpose pairs (above 1: sgblas faster);
-- ``sgemm_host_overhead.png``: host microseconds per call of tiny products, by method.
+- ``sgemm_host_overhead.png``: host microseconds per call of tiny products, by method;
+- ``sgemm_accuracy.png``: relative error against float64 over K, sgblas and cuBLAS strict FP32,
+  one panel per input distribution (``perf/accuracy.py``'s results, when there are any).
 
 Every ``summary_*`` function returns text built only from the numbers in the results, so the
 notebook can print the facts its readings rest on.
@@ -49,6 +51,9 @@ __all__ = [
     "plot_ratio_heatmap",
     "summary_overhead",
     "plot_overhead",
+    "load_accuracy",
+    "summary_accuracy",
+    "plot_accuracy",
     "save",
     "render_all",
     "gpu_available",
@@ -63,6 +68,7 @@ FIGURE_FILES = {
     "square": "sgemm_square_tflops.png",
     "ratio": "sgemm_rect_ratio.png",
     "overhead": "sgemm_host_overhead.png",
+    "accuracy": "sgemm_accuracy.png",
 }
 PAIRS = ("NN", "NT", "TN", "TT")
 #: The rectangular shapes in the order perf.bench lists them (kept here so that plotting does
@@ -487,6 +493,94 @@ def plot_overhead(overhead: Mapping[str, Any]) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
+# Accuracy against float64 (perf/accuracy.py)
+
+
+def load_accuracy(directory: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The newest ``accuracy_*.json`` in ``directory`` (default: the results folder) or one
+    folder below it (each device run keeps its files together), or None when there is none."""
+    import json
+
+    folder = Path(directory) if directory is not None else results_io.results_dir()
+    paths = sorted(folder.glob("accuracy_*.json")) + sorted(folder.glob("*/accuracy_*.json"))
+    docs = []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        if doc.get("kind") == "accuracy" and doc.get("accuracy"):
+            doc["_path"] = str(path)
+            docs.append(doc)
+    return max(docs, key=lambda d: (d["created"], d["_path"])) if docs else None
+
+
+def _accuracy_rows(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    series: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in doc["accuracy"]:
+        series.setdefault((row["pair"], row["dist"]), []).append(row)
+    for rows in series.values():
+        rows.sort(key=lambda r: r["k"])
+    return series
+
+
+def summary_accuracy(doc: Mapping[str, Any] | None) -> str:
+    """The numbers behind the accuracy figure: both errors and their ratio at every K."""
+    if doc is None:
+        return ("no accuracy results: run `python -m perf.accuracy` on a GPU machine with CuPy to "
+                "add them")
+    lines = [f"accuracy results: {Path(doc.get('_path', '?')).name}, {doc['created'][:16]}, "
+             f"m = n = {(doc.get('settings') or {}).get('m')}"]
+    if _is_synthetic(doc):
+        lines.insert(0, f"*** {SYNTHETIC_BANNER} ***")
+    table = results_io.markdown_table(
+        ["pair", "data", "K", "splits", "sgblas error", "cuBLAS error", "sgblas / cuBLAS"],
+        [[r["pair"], r["dist"], r["k"], r["splits"], f"{r['sgblas_rel_error']:.2e}",
+          f"{r['cublas_rel_error']:.2e}", _f(r.get("ratio"), 2)]
+         for rows in _accuracy_rows(doc).values() for r in rows],
+        align="llrrrrr")
+    facts = []
+    for (pair, dist), rows in _accuracy_rows(doc).items():
+        ratios = [r["ratio"] for r in rows if r.get("ratio") is not None]
+        if ratios:
+            facts.append(f"- {pair}, {dist}: sgblas / cuBLAS from {min(ratios):.2f} to {max(ratios):.2f} "
+                         f"over K = {rows[0]['k']} to {rows[-1]['k']}")
+    return "\n".join(lines) + "\n\n" + table + "\n\n" + "\n".join(facts)
+
+
+def plot_accuracy(doc: Mapping[str, Any]) -> Any:
+    """Relative Frobenius error against float64 over K (log-log), one panel per distribution;
+    the number of K splits sgblas used is written at each of its points."""
+    plt = _pyplot()
+    series = _accuracy_rows(doc)
+    if not series:
+        raise results_io.ResultsError("these accuracy results hold no row to plot")
+    dists = sorted({dist for _, dist in series})
+    fig, axes = plt.subplots(1, len(dists), figsize=(6.2 * len(dists), 4.2), squeeze=False,
+                             constrained_layout=True)
+    for ax, dist in zip(axes.flat, dists):
+        for (pair, d), rows in series.items():
+            if d != dist:
+                continue
+            ks = [r["k"] for r in rows]
+            ax.plot(ks, [r["sgblas_rel_error"] for r in rows], "-o", label=f"sgblas {pair}")
+            ax.plot(ks, [r["cublas_rel_error"] for r in rows], "--s", label=f"cuBLAS PEDANTIC {pair}")
+            for r in rows:
+                ax.annotate(str(r["splits"]), (r["k"], r["sgblas_rel_error"]), xytext=(0, 6),
+                            textcoords="offset points", ha="center", fontsize=7)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("K (numbers: sgblas's K splits)")
+        ax.set_ylabel("||C - C64||_F / ||C64||_F")
+        ax.set_title(f"{dist} inputs" + (" in [0, 1)" if dist == "uniform" else ""))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    device = doc.get("device") or {}
+    m = (doc.get("settings") or {}).get("m")
+    fig.suptitle(f"Error against float64, m = n = {m} — {device.get('name', '?')}, {doc['created'][:10]}",
+                 fontsize=11)
+    _banner(fig, doc)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
 # Output
 
 
@@ -501,12 +595,15 @@ def save(fig: Any, key_or_name: str, out_dir: str | os.PathLike | None = None) -
 
 
 def render_all(bench: Mapping[str, Any], overhead: Mapping[str, Any] | None,
-               out_dir: str | os.PathLike | None = None, close: bool = True) -> dict[str, Path]:
+               out_dir: str | os.PathLike | None = None, close: bool = True,
+               accuracy: Mapping[str, Any] | None = None) -> dict[str, Path]:
     """Draw and save every figure the results allow; returns {figure key: path}."""
     written: dict[str, Path] = {}
     drawings = [("square", plot_square, bench), ("ratio", plot_ratio_heatmap, bench)]
     if overhead is not None:
         drawings.append(("overhead", plot_overhead, overhead))
+    if accuracy is not None:
+        drawings.append(("accuracy", plot_accuracy, accuracy))
     for key, draw, doc in drawings:
         fig = draw(doc)
         written[key] = save(fig, key, out_dir)
@@ -576,7 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"perf.figures: {exc}", file=sys.stderr)
         return 2
     print(describe(bench, overhead))
-    written = render_all(bench, overhead, args.out)
+    written = render_all(bench, overhead, args.out, accuracy=load_accuracy(args.results))
     for key, path in written.items():
         print(f"wrote {key}: {path}")
     return 0

@@ -118,9 +118,31 @@ def synthetic_overhead(created: str = "2026-01-02T03:10:00+00:00") -> dict[str, 
     }
 
 
-def write_synthetic_results(directory: Path, overhead_too: bool = True) -> list[Path]:
-    """Write a synthetic bench (and overhead) document into ``directory``; returns the paths."""
+def synthetic_accuracy() -> dict[str, Any]:
+    """An accuracy document in ``perf/accuracy.py``'s format: both distributions, K = 1024 to
+    262144, errors growing with K."""
+    rows = []
+    for dist, base in (("normal", 3e-7), ("uniform", 6e-8)):
+        for i in range(9):
+            k = 1024 * 2**i
+            sgblas_error, cublas_error = base * (1 + 0.1 * i), base * (1 + 0.2 * i)
+            rows.append(dict(pair="NN", dist=dist, m=256, n=256, k=k, kernel="synthetic", splits=min(128, 2**i),
+                             sgblas_rel_error=sgblas_error, cublas_rel_error=cublas_error,
+                             ratio=sgblas_error / cublas_error))
+    return {"kind": "accuracy", "schema": 1, "synthetic": True, "created": "2026-01-01T00:00:00+00:00",
+            "device": SYNTHETIC_DEVICE, "settings": {"m": 256}, "accuracy": rows}
+
+
+def write_synthetic_results(directory: Path, overhead_too: bool = True, accuracy_too: bool = True) -> list[Path]:
+    """Write a synthetic bench (and overhead, and accuracy) document into ``directory``; returns
+    the paths."""
     paths = [results_io.save_results(synthetic_bench(), directory)]
     if overhead_too:
         paths.append(results_io.save_results(synthetic_overhead(), directory))
+    if accuracy_too:
+        import json
+
+        path = Path(directory) / "accuracy_20260101-000000_SYNTHETIC.json"
+        path.write_text(json.dumps(synthetic_accuracy()))
+        paths.append(path)
     return paths

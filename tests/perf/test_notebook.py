@@ -51,7 +51,7 @@ def _outputs(nb) -> list:
     return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])]
 
 
-def _assert_figures(figure_dir: Path, keys=("square", "ratio", "overhead")) -> None:
+def _assert_figures(figure_dir: Path, keys=("square", "ratio", "overhead", "accuracy")) -> None:
     for key in keys:
         path = figure_dir / figures.FIGURE_FILES[key]
         assert path.is_file(), f"the notebook did not write {path.name}"
@@ -73,7 +73,7 @@ def test_notebook_executes_on_results(tmp_path, monkeypatch):
     _assert_figures(figure_dir)
     outputs = _outputs(nb)
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) >= 3, "the notebook displayed fewer than three figures"
+    assert len(images) >= 4, "the notebook displayed fewer than four figures"
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "SYNTHETIC TEST DATA" in text, "synthetic results must be flagged in the output"
     assert "SYNTHETIC TEST DEVICE" in text
@@ -83,24 +83,25 @@ def test_notebook_executes_on_results(tmp_path, monkeypatch):
 def test_run_benchmark_switch_without_gpu_uses_saved_results(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # whatever this machine has, no real GPU
     results = tmp_path / "results"
-    write_synthetic_results(results)
+    written = write_synthetic_results(results)
     figure_dir = tmp_path / "img"
     nb = _execute(monkeypatch, results, figure_dir, run_benchmark=True)
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.output_type == "stream")
     assert "RUN_BENCHMARK is True but there is no GPU here" in text
-    assert len(list(results.iterdir())) == 2, "nothing new may be measured without a GPU"
+    assert len(list(results.iterdir())) == len(written), "nothing new may be measured without a GPU"
     _assert_figures(figure_dir)
 
 
-def test_notebook_without_overhead_results_still_runs(tmp_path, monkeypatch):
+def test_notebook_without_overhead_or_accuracy_results_still_runs(tmp_path, monkeypatch):
     results = tmp_path / "results"
-    write_synthetic_results(results, overhead_too=False)
+    write_synthetic_results(results, overhead_too=False, accuracy_too=False)
     figure_dir = tmp_path / "img"
     nb = _execute(monkeypatch, results, figure_dir)
     _assert_figures(figure_dir, keys=("square", "ratio"))
     assert not (figure_dir / figures.FIGURE_FILES["overhead"]).exists()
+    assert not (figure_dir / figures.FIGURE_FILES["accuracy"]).exists()
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.output_type == "stream")
-    assert "no overhead results" in text
+    assert "no overhead results" in text and "no accuracy results" in text
 
 
 def test_notebook_fails_clearly_without_results(tmp_path, monkeypatch):
@@ -125,6 +126,8 @@ def test_notebook_executes_on_committed_results(tmp_path, monkeypatch):
     keys = ["square", "ratio"]
     if results_io.list_results("overhead", results_io.RESULTS_DIR):
         keys.append("overhead")
+    if figures.load_accuracy(results_io.RESULTS_DIR) is not None:
+        keys.append("accuracy")
     _assert_figures(figure_dir, keys)
 
 
@@ -136,3 +139,7 @@ def test_committed_results_are_real_measurements():
             assert not doc.get("synthetic"), f"{path.name} is synthetic test data"
             assert not (doc.get("device") or {}).get("simulator"), f"{path.name} ran under the simulator"
             results_io.load_results(path)  # follows its schema
+    accuracy = figures.load_accuracy(results_io.RESULTS_DIR)
+    if accuracy is not None:
+        assert not accuracy.get("synthetic"), f"{accuracy['_path']} is synthetic test data"
+        assert not (accuracy.get("device") or {}).get("simulator"), f"{accuracy['_path']} ran under the simulator"
