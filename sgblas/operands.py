@@ -532,7 +532,7 @@ def _read_known(x: Any) -> Operand | None:
 # can be reshaped in place); a Numba DeviceNDArray's pointer, shape, strides and dtype are
 # fixed at construction, so its answer is returned without reading it again. Entries leave
 # with their object (weak reference);
-# ``key -> (ref, ptr, device, answer, shape, strides, fixed, reader)``.
+# ``key -> (ref, ptr, device, answer, shape, strides, fixed)``.
 _REMEMBERED: dict[int, tuple] = {}
 
 
@@ -558,18 +558,8 @@ def read_device_span(x: Any) -> tuple | None:
     """
     key = id(x)
     entry = _REMEMBERED.get(key)
-    if entry is not None and entry[0]() is x:
-        if entry[6]:
-            return entry[3]
-        try:
-            read = entry[7](x)
-        except Exception:
-            return None
-        if read is None:
-            return None
-        if entry[1] == read[0] and entry[4] == read[1] and entry[5] == read[2]:
-            return entry[3]
-        return _answer(x, key, entry[7], read, entry)
+    if entry is not None and entry[6] and entry[0]() is x:
+        return entry[3]
     kind = type(x)
     reader = _READERS.get(kind, False)
     if reader is False:
@@ -585,24 +575,22 @@ def read_device_span(x: Any) -> tuple | None:
         return None
     if read is None:
         return None
-    return _answer(x, key, reader, read, None)
-
-
-def _answer(x: Any, key: int, reader: Callable[[Any], tuple | None], read: tuple,
-            entry: tuple | None) -> tuple | None:
-    """The answer for an array whose raw facts ``read`` are new (``entry``: what was remembered
-    for the same object, whose device holds while its pointer does), remembered."""
     ptr, shape, strides, unit = read
+    if entry is not None and entry[1] == ptr and entry[4] == shape and entry[5] == strides and entry[0]() is x:
+        return entry[3]
     layout = _contiguous(shape, strides, unit)
     if layout is None or ptr & 3 or not ptr:
         return None
-    device = entry[2] if entry is not None and entry[1] == ptr else pointer_device(ptr)
+    if entry is not None and entry[1] == ptr and entry[0]() is x:
+        device = entry[2]
+    else:
+        device = pointer_device(ptr)
     answer = (ptr, layout[0], device, shape, layout[1], layout[2])
     try:
         ref = weakref.ref(x, lambda r, key=key: _forget(key, r))
     except TypeError:  # a type without weak references is asked every time
         return answer
-    _REMEMBERED[key] = (ref, ptr, device, answer, shape, strides, reader is _read_numba, reader)
+    _REMEMBERED[key] = (ref, ptr, device, answer, shape, strides, reader is _read_numba)
     return answer
 
 
