@@ -7,10 +7,11 @@ other than ``SUCCESS`` it has not touched C.
 
 There is one call path. Most calls are *plain* (an open FP32 handle, 'N'/'T' strings,
 positive int sizes, leading dimensions that fit, normal float scalars, contiguous float32
-arrays of a known library on the handle's device, no overlap with C); ``_sgemm_plain`` checks
-exactly those conditions without building intermediate objects and returns None at the first
-one that does not hold, before anything is launched, so that the documented validation decides
-and explains. Both end in :func:`run` with the same arguments, hence the same plan and launch
+arrays of a known library on the handle's device, no overlap with C); :func:`launch_plain`
+checks exactly those conditions without building intermediate objects and returns None at the
+first one that does not hold, before anything is launched, so that the documented validation
+decides and explains. ``sgemm`` reaches it through ``_sgemm_plain``, ``gemm`` directly with the
+arrays it has read. Both end in :func:`run` with the same arguments, hence the same plan and launch
 (``tests/test_plain_path.py`` checks it over random calls).
 """
 

@@ -223,8 +223,9 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
         device = a_span[2] if a_span is not None else b_span[2] if b_span is not None else None
         handle = _handle_for(handle, stream, a, b, c, device)
     if a_span is not None and b_span is not None and a_span[5] is not None and b_span[5] is not None:
-        # Plain matrices of the known libraries: their shapes and memory orders give the BLAS
-        # call directly (see _blas_call), and sgemm's plain checks take it from there.
+        # Matrices of the known libraries, contiguous in either order: their shapes and memory
+        # orders give the BLAS call directly (as _gemm_validated derives it), and sgemm's plain
+        # checks take it from there; anything they do not accept goes the documented way.
         a_rows, a_cols = a_span[3]
         b_rows, b_cols = b_span[3]
         m, k = (a_cols, a_rows) if trans_a else (a_rows, a_cols)
@@ -242,10 +243,10 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
                 ldb = b_cols if b_t else b_rows
                 if not c_span[5]:
                     status = _api.launch_plain(handle, ta, tb, m, n, k, alpha, a_span, lda, b_span, ldb,
-                                                  beta, c_span, m)
+                                               beta, c_span, m)
                 else:
                     status = _api.launch_plain(handle, _FLIP[tb], _FLIP[ta], n, m, k, alpha, b_span, ldb,
-                                                  a_span, lda, beta, c_span, n)
+                                               a_span, lda, beta, c_span, n)
                 if status is not None:  # a plain call, launched (or its launch failed)
                     if status is not Status.SUCCESS:
                         raise SgblasError(status, last_error_message() or f"sgemm returned {status.name}")

@@ -32,8 +32,8 @@ accepts:
    a whole number of the kernel's K granule. From :data:`ACCURACY_SPLIT_K` on, a few-tile
    problem takes as many splits as those limits allow, with slices down to
    :data:`ACCURACY_MIN_CHUNK`, even past one wave: for accuracy. The reduction's order is
-   s = 0, 1, ..., so the
-   bits depend on S: the same shape on the same device and workspace size gives the same bits.
+   fixed (:func:`sgblas.kernels.reduce.order`), so the bits depend on S: the same shape on the
+   same device and workspace size gives the same bits.
 
 ``docs/design.md`` gives the measurements behind the thresholds.
 """
@@ -48,8 +48,8 @@ from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS",
-           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
-           "split_for", "pinned_split", "is_backstop"]
+           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "Ranked", "Split", "occupancy",
+           "slots", "ctas", "fill", "rank", "split_for", "pinned_split", "is_backstop"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -57,8 +57,8 @@ FILL_TARGET: float = 0.75
 #: How full the waves of a split grid must be for the fewest such splits to be taken.
 WAVE_TARGET: float = 0.9
 #: The least K a split-K slice keeps: below it the partials' traffic and the second launch
-#: cost more than the fuller GPU gains (docs/tuning.md: at 1024^3, four slices of 256 of the
-#: 128x128 slice kernel beat the unsplit 128x64 tile by 1.4x).
+#: cost more than the fuller GPU gains (docs/tuning.md, "Run E": 1024^3 gains from slices of
+#: 256).
 MIN_SPLIT_CHUNK: int = 256
 #: The least size of a skinny product's large operand, in bytes, for the skinny kernels: below
 #: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
@@ -266,11 +266,11 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     for spec in sorted(splits, key=lambda s: (-(s.tile[0] * s.tile[1]), -s.align)):
         if few_tiles:
             split, note = split_for(spec, p, props, workspace_bytes)
-            # A split as full as the tiles is still taken: its waves hold more CTAs at once
-            # (1536^3 TN: 0.89x cuBLAS split 3 ways, 0.78x unsplit at the same fill).
+            # A split as full as the tiles is still taken: its waves hold more CTAs at once,
+            # which hide more latency (docs/tuning.md, "Run E": 1536^3 TN).
             if split is not None and best_tile is not None and \
                     _wave_fill(ctas(spec, p) * split.splits, slots(spec, props)) < fill(best_tile, p, props) - 1e-9:
-                split, note = None, (f"splitting K does not fill the GPU better than {best_tile.name}'s "
+                split, note = None, (f"splitting K fills the GPU less than {best_tile.name}'s "
                                      f"{ctas(best_tile, p)} CTAs do")
         elif p.k >= ACCURACY_SPLIT_K:
             split, note = split_for(spec, p, props, workspace_bytes, accuracy=True)

@@ -127,7 +127,7 @@ def _note(spec: KernelSpec, split: Split | None, p: GemmProblem) -> str:
         return "K is not split: one launch"
     return (f"K split {split.splits} ways ({split.k_chunk} each): partial products in the handle's "
             f"workspace ({split.splits * _reduce.padded_rows(p.m) * p.n * 4} bytes), then "
-            f"{_reduce.NAME} adds them in split order")
+            f"{_reduce.NAME} adds them in its fixed order")
 
 
 def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bool,
@@ -221,7 +221,7 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
                                           beta, c_ptr, c_extent, ldc, k_chunk))
         else:
             # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
-            # split order + beta * C. The workspace is read from the handle at each call.
+            # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
             ws_ptr = handle.workspace_ptr
             ws_extent = splits * ldw * n
             launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,

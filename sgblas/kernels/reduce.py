@@ -9,8 +9,8 @@ group left to right, then the group sums left to right (:func:`order`); and then
 ``sum + beta * C``; with ``beta == 0`` it stores the sum without reading C, so NaNs there do
 not leak. The order, and so the bits, depend only on ``splits``: the result is the same run to
 run and stream to stream. Two levels rather than one chain because the error of a float32
-chain grows with the square root of its length: 128 partials of positive data added in one
-chain gave 1.4x cuBLAS's error, in groups of 8 about half of it (docs/tuning.md, "Accuracy").
+chain grows with its length: with many partials of one sign, one chain's error exceeds
+cuBLAS's, and chains of eight bring it well below (docs/tuning.md, "Run E").
 
 Mapping: each thread owns a group of 4 consecutive rows of one column (16 bytes of every
 partial: ``ldw`` is a multiple of 4 and the workspace 16-byte aligned, so those are aligned

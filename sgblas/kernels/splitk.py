@@ -5,7 +5,7 @@
   enqueues two kernels on the handle's stream: the slice kernel over a grid of output tiles x
   ``splits``, each CTA writing ``alpha`` times its K slice's product into the handle's
   workspace, then :data:`REDUCE_KERNEL`, which adds the ``splits`` partials in the order
-  s = 0, 1, ... and applies ``beta * C``. The workspace holds ``splits`` m x n partials with
+  the fixed order of :func:`sgblas.kernels.reduce.order` and applies ``beta * C``. The workspace holds ``splits`` m x n partials with
   leading dimension ``ldw`` = m rounded up to 4 (:func:`workspace_bytes`).
 * **Skinny** (role ``"skinny"``): :mod:`sgblas.kernels.skinny`, one per transpose pair and
   small side. One launch when it does not split K; otherwise the same workspace and reduction.
@@ -54,11 +54,10 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     """The slice kernels, 16-byte class: the 128x64 tile of every transpose pair, and the
     128x128 tile of every pair but TN.
 
-    The 128x128 tile reuses each loaded element twice as often, and ran the long-K shapes
-    3-8% faster than the 128x64 tile at the same split, and 1024^3 at 0.96-1.06x cuBLAS
-    (docs/tuning.md, "Split-K tiles"). TN's 128x128 slice kernel, with both operands staged
-    through registers, spills 40 bytes a thread under the 128-register cap of two CTAs per SM,
-    and its 128x64 slice kernel ran TN's shapes as fast or faster, so TN keeps that one. The
+    The 128x128 tile uses each loaded element twice as often, and ran the long-K shapes and
+    1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"). TN's
+    128x128 slice kernel, with both operands staged through registers, spills under the
+    128-register cap of two CTAs per SM, so TN keeps the 128x64 one. The
     16-byte class only: a problem whose A or B is less aligned is rare among the shapes
     split-K is for, and each row costs a compile.
     """

@@ -5,7 +5,7 @@
   dimension) launched directly under the simulator (or on a GPU): small sides 1, 3, 9 and 16
   (a row block past P skipped, a partial one, two reduction rounds), tails along Q and k,
   several shared pieces of S, one split (writing C with alpha and beta; beta == 0 on a NaN C)
-  and several (partials into a workspace, added here in split order).
+  and several (partials into a workspace, added here in the reduction kernel's order).
 * Through ``sgblas.sgemm``: the heuristic picks the variant of the pair and the small side
   (its minimum size lowered, so the simulator can afford the product), and the result is right;
   a tight ``lda = 3`` of a 3 x k A does not stop it.
@@ -51,7 +51,7 @@ def _seed(*parts: object) -> int:
 
 def _run(cfg, m, n, k, alpha, beta, splits, ops) -> np.ndarray:
     """Launch ``cfg``'s kernel: one split writes C, several write partials that are then added
-    here in split order (the reduction kernel's order) with beta * C."""
+    here in the reduction kernel's order (``reduce.order``) with beta * C."""
     spec = by_name(cfg.name())
     granule = 4
     chunk = -(-(-(-k // splits)) // granule) * granule
@@ -68,9 +68,12 @@ def _run(cfg, m, n, k, alpha, beta, splits, ops) -> np.ndarray:
     kern(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), d_a, np.int32(ops.lda), d_b,
          np.int32(ops.ldb), np.float32(0.0), d_w, np.int32(ldw), np.int32(chunk))
     w = d_w.copy_to_host().reshape(splits, n, ldw)[:, :, :m]
-    total = w[0].copy()
-    for s in range(1, splits):
-        total = total + w[s]
+    total = None
+    for chain in reduce.order(splits):
+        part = w[chain[0]].copy()
+        for s in chain[1:]:
+            part = part + w[s]
+        total = part if total is None else total + part
     got = ops.C.copy()
     for j in range(n):
         col = got[j * ops.ldc: j * ops.ldc + m]
