@@ -434,7 +434,7 @@ def test_figures_cli_writes_pngs(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.glob("*.png")) == sorted(
-        ["sgemm_square_tflops.png", "sgemm_rect_ratio.png", "sgemm_host_overhead.png"])
+        ["sgemm_square_tflops.png", "sgemm_rect_ratio.png", "sgemm_host_overhead.png", "sgemm_accuracy.png"])
     empty = tmp_path / "empty"
     empty.mkdir()
     proc = subprocess.run([sys.executable, "-m", "perf.figures", "--results", str(empty),
