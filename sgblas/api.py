@@ -316,22 +316,12 @@ def launch_plain(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, 
             and lda <= INT32_MAX and ldb <= INT32_MAX and m <= ldc <= INT32_MAX):
         return None
     # Rows and columns of A and B as stored; the elements each spans from its pointer.
-    if ta == "N":
-        if lda < m:
-            return None
-        a_needed = (k - 1) * lda + m
-    else:
-        if lda < k:
-            return None
-        a_needed = (m - 1) * lda + k
-    if tb == "N":
-        if ldb < k:
-            return None
-        b_needed = (n - 1) * ldb + k
-    else:
-        if ldb < n:
-            return None
-        b_needed = (k - 1) * ldb + n
+    a_rows, a_cols = (m, k) if ta == "N" else (k, m)
+    b_rows, b_cols = (k, n) if tb == "N" else (n, k)
+    if lda < a_rows or ldb < b_rows:
+        return None
+    a_needed = (a_cols - 1) * lda + a_rows
+    b_needed = (b_cols - 1) * ldb + b_rows
     if not (type(alpha) is float and _FLT_MIN_NORMAL <= abs(alpha) <= _FLT_MAX):
         return None
     if type(beta) is not float or not (beta == 0.0 or _FLT_MIN_NORMAL <= abs(beta) <= _FLT_MAX):

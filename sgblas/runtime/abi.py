@@ -68,7 +68,7 @@ class Abi:
                 packed += ["0", "0", f"{pname}_extent", "4", f"{pname}_ptr", f"{pname}_extent", "4"]
             else:
                 packed.append(pname)
-        # ParamLayout.pack, inlined: this thread's buffers, then one pack_into.
+        # This thread's buffers, then one pack_into.
         source = (f"def pack({', '.join(self.call_arguments())}):\n"
                   f"    bufs = _getattr(_tls, _attribute, None) or _buffers()\n"
                   f"    _pack_into(bufs[0], 0, {', '.join(packed)})\n"

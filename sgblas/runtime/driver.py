@@ -403,16 +403,10 @@ class ParamLayout:
             setattr(_tls, self._attribute, bufs)
         return bufs
 
-    def pack(self, *values) -> ctypes.c_void_p:
-        """Pack ``values`` into this thread's buffer; returns the ``void**`` to launch with."""
-        storage, _pointers, address = self.buffers()
-        self._struct.pack_into(storage, 0, *values)
-        return address
-
     def packer_parts(self) -> tuple[Any, Any, str, Callable[[], tuple]]:
-        """What a generated packer inlines :meth:`pack` with (one call per launch instead of
-        three): ``(struct's pack_into, the thread-local holder, this layout's attribute in it,
-        buffers)``."""
+        """What a generated packer (:class:`sgblas.runtime.abi.Abi`) packs with, in one call per
+        launch: ``(struct's pack_into, the thread-local holder, this layout's attribute in it,
+        buffers)``; the packer writes into ``buffers()[0]`` and launches with ``buffers()[2]``."""
         return self._struct.pack_into, _tls, self._attribute, self.buffers
 
 
@@ -426,7 +420,7 @@ def launch(function: ctypes.c_void_p, grid: tuple, block: tuple, stream: ctypes.
     """``cuLaunchKernel`` (raises :class:`DriverError` on failure).
 
     ``function``, ``stream`` and ``params`` are ``ctypes.c_void_p`` (see :func:`as_pointer`,
-    :meth:`ParamLayout.pack`); ``grid`` and ``block`` ints below 2**31. ``function`` is a
+    :attr:`sgblas.runtime.abi.Abi.pack`); ``grid`` and ``block`` ints below 2**31. ``function`` is a
     ``CUkernel`` (accepted since CUDA 12.0): it runs in the context of ``stream``, or in the
     calling thread's current context for a default stream.
     """
