@@ -8,7 +8,9 @@ pointer and its extent in elements, so a launch packs ``(0, 0, extent, 4, ptr, e
 
 The packer is generated from the parameter list (one ``struct.pack_into`` with every value in
 place), because per-call host cost is a measured goal and a loop that expands arrays costs
-several microseconds more than the straight call. ``tests/kernels/test_abi.py`` compiles every
+several microseconds more than the straight call. It skips even that when its thread's buffer
+already holds the same arguments (the previous launch of this ABI on this thread was the same
+call). ``tests/kernels/test_abi.py`` compiles every
 ABI's kernels and checks the PTX parameter list against :meth:`Abi.layout`.
 """
 
@@ -62,18 +64,34 @@ class Abi:
         return names
 
     def _generate_packer(self) -> Callable[..., ctypes.c_void_p]:
-        packed = []
+        packed, ints, floats = [], [], []
         for pname, kind in self.params:
             if kind == ARRAY:
                 packed += ["0", "0", f"{pname}_extent", "4", f"{pname}_ptr", f"{pname}_extent", "4"]
+                ints += [f"{pname}_ptr", f"{pname}_extent"]
             else:
                 packed.append(pname)
-        # This thread's buffers, then one pack_into.
+                (floats if kind == FLOAT32 else ints).append(pname)
+        # This thread's buffers; then, unless they already hold these very arguments, one
+        # pack_into. Packing is most of a launch's host cost (about 30 values), and a caller
+        # that repeats a call with the same arrays (a loop over preallocated buffers) packs the
+        # same bytes again: the buffer is reused only by this thread and cuLaunchKernel copies
+        # it at the launch, so equal arguments need no new pack. Integers are compared by value
+        # (equal ints pack to equal bytes); floats by identity, since 0.0 == -0.0 but their bytes
+        # differ.
+        key = f"({', '.join(ints)},)"
+        same = " and ".join(["last[0] == key"] + [f"last[{i + 1}] is {f}" for i, f in enumerate(floats)])
+        remember = "; ".join(["last[0] = key"] + [f"last[{i + 1}] = {f}" for i, f in enumerate(floats)])
         source = (f"def pack({', '.join(self.call_arguments())}):\n"
                   f"    bufs = _getattr(_tls, _attribute, None) or _buffers()\n"
+                  f"    last = bufs[3]\n"
+                  f"    key = {key}\n"
+                  f"    if {same}:\n"
+                  f"        return bufs[2]\n"
                   f"    _pack_into(bufs[0], 0, {', '.join(packed)})\n"
+                  f"    {remember}\n"
                   f"    return bufs[2]\n")
-        pack_into, tls, attribute, buffers = self.layout.packer_parts()
+        pack_into, tls, attribute, buffers = self.layout.packer_parts(1 + len(floats))
         namespace = {"_pack_into": pack_into, "_tls": tls, "_attribute": attribute, "_buffers": buffers,
                      "_getattr": getattr}
         exec(compile(source, f"<abi {self.name} packer>", "exec"), namespace)  # noqa: S102 - generated above

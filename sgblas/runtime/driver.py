@@ -391,22 +391,26 @@ class ParamLayout:
         self._struct = struct.Struct(fmt)
         self._offsets = offsets
         self._attribute = f"layout_{id(self):x}"
+        self._remembered = 1
 
     def buffers(self):
-        """This thread's (packing buffer, its void* array, that array's address as a c_void_p)."""
+        """This thread's (packing buffer, its void* array, that array's address as a c_void_p,
+        what a packer last packed there: a list it keeps, empty at first)."""
         bufs = getattr(_tls, self._attribute, None)
         if bufs is None:
             storage = (ctypes.c_char * self._struct.size)()
             base = ctypes.addressof(storage)
             pointers = (ctypes.c_void_p * len(self._offsets))(*(base + o for o in self._offsets))
-            bufs = (storage, pointers, ctypes.c_void_p(ctypes.addressof(pointers)))
+            bufs = (storage, pointers, ctypes.c_void_p(ctypes.addressof(pointers)), [None] * self._remembered)
             setattr(_tls, self._attribute, bufs)
         return bufs
 
-    def packer_parts(self) -> tuple[Any, Any, str, Callable[[], tuple]]:
+    def packer_parts(self, remembered: int = 1) -> tuple[Any, Any, str, Callable[[], tuple]]:
         """What a generated packer (:class:`sgblas.runtime.abi.Abi`) packs with, in one call per
         launch: ``(struct's pack_into, the thread-local holder, this layout's attribute in it,
-        buffers)``; the packer writes into ``buffers()[0]`` and launches with ``buffers()[2]``."""
+        buffers)``; the packer writes into ``buffers()[0]``, launches with ``buffers()[2]`` and
+        keeps ``remembered`` values of what it packed in ``buffers()[3]``."""
+        self._remembered = remembered
         return self._struct.pack_into, _tls, self._attribute, self.buffers
 
 

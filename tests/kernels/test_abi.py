@@ -99,3 +99,37 @@ def slot_is_array(a: Abi, slot: int) -> bool:
             return kind == ARRAY
         i += width
     raise IndexError(slot)
+
+
+@pytest.mark.parametrize("name", sorted(ABIS))
+def test_a_repeated_pack_keeps_the_bytes_and_any_change_repacks(name):
+    """The packer skips packing arguments it packed last; whatever differs, down to a float's
+    sign bit (0.0 == -0.0), is packed again."""
+    a = ABIS[name]
+    storage = a.layout.buffers()[0]
+
+    def args(shift: int, zero: float) -> list:
+        values = []
+        for i, (_, kind) in enumerate(a.params):
+            if kind == ARRAY:
+                values += [0x7F0000000000 + 16 * (i + shift), 1000 + i + shift]
+            else:
+                values.append(3 + i + shift if kind == "i32" else zero)
+        return values
+
+    def packed(values: list) -> bytes:
+        a.pack(*values)
+        return bytes(storage)
+
+    first = packed(args(0, 0.0))
+    assert packed(args(0, 0.0)) == first
+    if any(kind == "f32" for _, kind in a.params):
+        negative = packed(args(0, -0.0))
+        assert negative != first  # the sign bit of every float parameter differs
+        assert packed(args(0, 0.0)) == first
+    other = packed(args(1, 0.0))
+    assert other != first
+    assert packed(args(0, 0.0)) == first
+    fresh = Abi(a.name, a.params)  # a packer of its own: packs from scratch
+    fresh.pack(*args(1, 0.0))
+    assert bytes(fresh.layout.buffers()[0]) == other
