@@ -77,7 +77,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--m", type=int, default=256, help="rows and columns of C (default 256)")
     p.add_argument("--ks", type=parse_ints, default=DEFAULT_KS, metavar="K,K,...")
     p.add_argument("--dists", default="normal,uniform", help="normal, uniform or both (default)")
-    p.add_argument("--pairs", default="NN", help="transpose pairs for the accuracy sweep (default NN)")
+    p.add_argument("--pairs", default="NN", help="transpose pairs for the accuracy sweep and the skinny shapes "
+                   "(default NN)")
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument("--cost", action="store_true", help="time split-K against the tile kernel")
     p.add_argument("--cost-shapes", type=parse_shapes, default=DEFAULT_COST_SHAPES, metavar="MxNxK,...")
@@ -262,8 +263,8 @@ def bandwidth(bench: Bench, args) -> dict[str, Any]:
         del src, dst
         bench.backend.release()
         shapes = []
-        for m, n, k in args.skinny_shapes:
-            case = Case(m, n, k, "N", "N", "custom")
+        for (m, n, k), pair in ((shape, pair) for shape in args.skinny_shapes for pair in args.pairs):
+            case = Case(m, n, k, pair[0], pair[1], "custom")
             a, b, c = _operands(bench, case, "normal", args.seed + 3 * m + n + k)
             ref = _reference(bench, case, a, b)
             nbytes = 4 * (m * k + k * n + m * n)
@@ -273,14 +274,14 @@ def bandwidth(bench: Bench, args) -> dict[str, Any]:
             es = bench.rel_error(c, ref, m, n)
             tc = bench.median_s(lambda: bench.cublas_gemm(case, a, b, c), reps)
             ec = bench.rel_error(c, ref, m, n)
-            row = dict(m=m, n=n, k=k, bytes=nbytes, kernel=kernel, splits=splits,
+            row = dict(m=m, n=n, k=k, pair=pair, bytes=nbytes, kernel=kernel, splits=splits,
                        sgblas=dict(median_s=ts, bytes_per_s=nbytes / ts, share_of_copy=nbytes / ts / copy_rate,
                                    tflops=2.0 * m * n * k / ts * 1e-12, rel_error=es),
                        cublas=dict(median_s=tc, bytes_per_s=nbytes / tc, share_of_copy=nbytes / tc / copy_rate,
                                    tflops=2.0 * m * n * k / tc * 1e-12, rel_error=ec),
                        ratio=tc / ts)
             shapes.append(row)
-            print(f"  skinny {m}x{n}x{k}: sgblas {nbytes / ts / 1e9:.0f} GB/s ({row['sgblas']['share_of_copy']:.0%} "
+            print(f"  skinny {m}x{n}x{k} {pair}: sgblas {nbytes / ts / 1e9:.0f} GB/s ({row['sgblas']['share_of_copy']:.0%} "
                   f"of copy, {splits} splits), cuBLAS {nbytes / tc / 1e9:.0f} GB/s, ratio {row['ratio']:.2f}",
                   flush=True)
             del a, b, c, ref
@@ -364,10 +365,10 @@ def _tables(doc: dict[str, Any]) -> str:
     if doc.get("bandwidth"):
         bw = doc["bandwidth"]
         lines += ["", f"copy: {bw['copy']['bytes_per_s'] / 1e12:.2f} TB/s (read + write)", "",
-                  "| shape | sgblas GB/s | share of copy | cuBLAS GB/s | share of copy | sgblas / cuBLAS speed |",
-                  "|---|---|---|---|---|---|"]
+                  "| shape | pair | sgblas GB/s | share of copy | cuBLAS GB/s | share of copy | sgblas / cuBLAS speed |",
+                  "|---|---|---|---|---|---|---|"]
         for r in bw["skinny"]:
-            lines.append(f"| {r['m']}x{r['n']}x{r['k']} | {r['sgblas']['bytes_per_s'] / 1e9:.0f} | "
+            lines.append(f"| {r['m']}x{r['n']}x{r['k']} | {r.get('pair', 'NN')} | {r['sgblas']['bytes_per_s'] / 1e9:.0f} | "
                          f"{r['sgblas']['share_of_copy']:.0%} | {r['cublas']['bytes_per_s'] / 1e9:.0f} | "
                          f"{r['cublas']['share_of_copy']:.0%} | {r['ratio']:.2f} |")
     return "\n".join(lines)
