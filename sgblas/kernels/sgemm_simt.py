@@ -11,9 +11,12 @@ Hierarchy (all sizes are :class:`TileConfig` fields; derived sizes are asserted 
   the next step's copy overlaps the current step's arithmetic (one barrier per step).
 * ``WARPS_M x WARPS_N`` warps, each owning a ``WM x WN`` warp tile, its 32 lanes laid out
   ``LANES_M x LANES_N``.
-* Each thread owns an 8 x 8 accumulator tile made of 2 x 2 sub-tiles of 4 x 4, spaced half a
-  warp tile apart, so that at every k its 8 A values and 8 B values come from shared memory
-  as two 16-byte loads each, and a warp's 16-byte loads fall in distinct banks or broadcast.
+* Each thread owns a ``TM x TN`` accumulator tile (8 x 8 in every shipped row) made of
+  ``TM / 4 x TN / 4`` sub-tiles of 4 x 4, spaced ``WM / (TM / 4)`` (``WN / (TN / 4)``) apart,
+  so that at every k its TM A values and TN B values come from shared memory as 16-byte loads,
+  and a warp's 16-byte loads fall in distinct banks or broadcast. A larger thread tile spends
+  fewer instructions on fragment loads per FMA (16 x 8: 3 loads per 64 FMAs, 8 x 8: 4) and
+  needs fewer threads per CTA tile, so more registers each (docs/tuning.md, "Run G").
 
 The compute core and the epilogue are the same for every layout; only the copy phases differ,
 one strategy per operand layout:
@@ -49,10 +52,10 @@ k in ``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha`` times tha
 product, never reading C, into the column-major m x n matrix at ``C + s * ldc * n``; a split
 whose range is empty stores zeros. :func:`grid_for` takes the number of splits.
 
-Unrolling: NVVM keeps a constant loop over the BK k steps rolled (its body is 64 FMAs), which
-would leave the register fragments indexed at run time, so the k steps are unrolled by
-generating the kernel's source from the config: per k step, four 16-byte fragment loads for
-the next step (register double buffering) and the 8 x 8 FMA block, written as two
+Unrolling: NVVM keeps a constant loop over the BK k steps rolled (its body is TM x TN FMAs),
+which would leave the register fragments indexed at run time, so the k steps are unrolled by
+generating the kernel's source from the config: per k step, the 16-byte fragment loads for
+the next step (register double buffering) and the TM x TN FMA block, written as two
 constant-trip loops over ``cuda.local.array`` accumulators that NVVM does unroll, so every
 index is a constant and nothing reaches local memory. (Writing the 64 FMAs out as scalar
 statements gives the same SASS main loop but makes Numba's front end 4-6x slower; the
@@ -101,10 +104,9 @@ class TileConfig:
     transb: str = "N"        # op(B) = B ("N", k x n stored) or B^T ("T", n x k stored)
     align: int = 16          # alignment class in bytes (16, 8, 4): the global vector width
     split_k: bool = False    # a split-K slice kernel (ABI GEMM_SPLIT), see the module doc
+    TM: int = 8              # thread tile rows: TM // 4 sub-tiles of 4, WM / (TM // 4) apart
+    TN: int = 8              # thread tile columns: TN // 4 sub-tiles of 4, WN / (TN // 4) apart
 
-    # Fixed thread tile: 2 x 2 sub-tiles of 4 x 4.
-    TM = 8
-    TN = 8
     STAGES = 2  # shared-memory stages (double buffering)
 
     @property
@@ -175,7 +177,9 @@ class TileConfig:
         return 4 * self.STAGES * self.BK * (self.SA + self.SB)
 
     def name(self) -> str:
-        return f"{self.BM}x{self.BN}x{self.BK}"
+        """The CTA tile, and the thread tile when it is not 8 x 8."""
+        t = "" if (self.TM, self.TN) == (8, 8) else f"t{self.TM}x{self.TN}"
+        return f"{self.BM}x{self.BN}x{self.BK}{t}"
 
     def check(self) -> None:
         """Assert the relationships the generated code relies on."""
@@ -183,10 +187,11 @@ class TileConfig:
             f"transpose pair {self.transa!r}{self.transb!r} is not one of NN, NT, TN, TT"
         assert self.align in (4, 8, 16), f"alignment class {self.align} is not 16, 8 or 4 bytes"
         assert 32 % self.LANES_M == 0, "LANES_M must divide the 32 lanes of a warp"
-        assert self.WM == 2 * 4 * self.LANES_M and self.BM == self.WM * self.WARPS_M, \
-            "a warp tile along m must be 2 sub-tiles of 4 rows per lane: WM == 8 * LANES_M"
-        assert self.WN == 2 * 4 * self.LANES_N and self.BN == self.WN * self.WARPS_N, \
-            "a warp tile along n must be 2 sub-tiles of 4 columns per lane: WN == 8 * LANES_N"
+        assert self.TM % 4 == 0 and self.TN % 4 == 0, "a thread tile is made of 4 x 4 sub-tiles"
+        assert self.WM == self.TM * self.LANES_M and self.BM == self.WM * self.WARPS_M, \
+            "a warp tile along m must be TM // 4 sub-tiles of 4 rows per lane: WM == TM * LANES_M"
+        assert self.WN == self.TN * self.LANES_N and self.BN == self.WN * self.WARPS_N, \
+            "a warp tile along n must be TN // 4 sub-tiles of 4 columns per lane: WN == TN * LANES_N"
         assert self.BK % 8 == 0, "k-major copies cover 8 floats of a column per pass: BK % 8 == 0"
         T, V = self.THREADS, self.VEC
         for kmajor, br, what in ((self.a_kmajor, self.BM, "A"), (self.b_kmajor, self.BN, "B")):
@@ -321,10 +326,11 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     w("    b_r = int64(bn0)                                 # my Bs fragment base, stage 0")
     w(f"    a_rflip = int64({STAGE['a']}) + 2 * a_r")
     w(f"    b_rflip = int64({STAGE['b']}) + 2 * b_r")
-    w("    acc = cuda.local.array(64, float32)    # 8 x 8 accumulators, acc[i * 8 + j]")
-    w("    fa = cuda.local.array(16, float32)     # A fragments, two buffers of 8")
-    w("    fb = cuda.local.array(16, float32)     # B fragments, two buffers of 8")
-    w("    for i in range(64):")
+    TM, TN = cfg.TM, cfg.TN
+    w(f"    acc = cuda.local.array({TM * TN}, float32)    # {TM} x {TN} accumulators, acc[i * {TN} + j]")
+    w(f"    fa = cuda.local.array({2 * TM}, float32)     # A fragments, two buffers of {TM}")
+    w(f"    fb = cuda.local.array({2 * TN}, float32)     # B fragments, two buffers of {TN}")
+    w(f"    for i in range({TM * TN}):")
     w("        acc[i] = float32(0)")
     w("")
 
@@ -429,19 +435,18 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
                 w(f"{p}{x}_w = {x}_wflip - {x}_w")
 
     def load_frag(p: str, kk: int, buf: int) -> None:
-        o = 8 * buf
-        for arr, sh, base, stride, half in (("fa", "As", "a_r", SA, WM // 2),
-                                            ("fb", "Bs", "b_r", SB, WN // 2)):
-            for h in range(2):
-                dst = ", ".join(f"{arr}[{o + 4 * h + e}]" for e in range(4))
-                w(f"{p}{dst} = lds4({sh}, {base} + {kk * stride + h * half})")
+        for arr, sh, base, stride, t, gap in (("fa", "As", "a_r", SA, TM, WM // (TM // 4)),
+                                              ("fb", "Bs", "b_r", SB, TN, WN // (TN // 4))):
+            for h in range(t // 4):
+                dst = ", ".join(f"{arr}[{t * buf + 4 * h + e}]" for e in range(4))
+                w(f"{p}{dst} = lds4({sh}, {base} + {kk * stride + h * gap})")
 
     def fma(p: str, buf: int) -> None:
         # Constant trip counts: NVVM unrolls both loops, so every index is a constant and
         # acc/fa/fb live in registers.
-        w(f"{p}for i in range(8):")
-        w(f"{p}    for j in range(8):")
-        w(f"{p}        acc[i * 8 + j] += fa[{8 * buf} + i] * fb[{8 * buf} + j]")
+        w(f"{p}for i in range({TM}):")
+        w(f"{p}    for j in range({TN}):")
+        w(f"{p}        acc[i * {TN} + j] += fa[{TM * buf} + i] * fb[{TN * buf} + j]")
 
     def k_step_body(p: str, has_next: bool, tail: bool = False) -> None:
         """The BK unrolled k steps on the read stage; with has_next, hand over to the next."""
@@ -495,7 +500,7 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
 def _epilogue(cfg: TileConfig, w) -> None:
     """C = alpha * acc + beta * C with vector accesses of the alignment class where whole,
     element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
-    V, WM, WN = cfg.VEC, cfg.WM, cfg.WN
+    V, WM, WN, TM, TN = cfg.VEC, cfg.WM, cfg.WN, cfg.TM, cfg.TN
     split = cfg.split_k
     if split:
         w("    # ---- epilogue: this split's partial product, alpha * acc, at C + s * ldc * n")
@@ -507,25 +512,25 @@ def _epilogue(cfg: TileConfig, w) -> None:
     w("    ldc64 = int64(ldc)")
     load = {4: "ldg4", 2: "ldg2"}.get(V)
     store = {4: "stg4", 2: "stg2"}.get(V)
-    # The 8 columns are unrolled in the text; the two row groups and the tail rows are loops
+    # The TN columns are unrolled in the text; the row groups and the tail rows are loops
     # with constant trip counts, which NVVM unrolls, so acc keeps constant indices. (Writing
     # every store out gives the same K loop and a third more text: 29 s of front end instead
     # of 19 s for the 128x128 NN kernel, docs/tuning.md.)
     w("    r_base = row0 + int64(am0)")
-    for sn in range(2):
+    for sn in range(TN // 4):
         for e in range(4):
             j = sn * 4 + e
-            w(f"    cj = col0 + int64(bn0 + uint32({sn * WN // 2 + e}))")
+            w(f"    cj = col0 + int64(bn0 + uint32({sn * (WN // (TN // 4)) + e}))")
             w("    if cj < int64(n):")
-            w("        for sm in range(2):")
-            w(f"            r = r_base + sm * {WM // 2}")
+            w(f"        for sm in range({TM // 4}):")
+            w(f"            r = r_base + sm * {WM // (TM // 4)}")
             w(f"            off = {'c_base + ' if split else ''}cj * ldc64 + r")
             p = "            "
             for g in range(4 // V if V > 1 else 1):
                 at = f"off + {g * V}" if g else "off"
                 if V > 1:
                     rows = range(g * V, (g + 1) * V)
-                    vals = {i: f"acc[sm * 32 + {i * 8 + j}]" for i in rows}
+                    vals = {i: f"acc[sm * {4 * TN} + {i * TN + j}]" for i in rows}
                     w(f"{p}if r + {V * (g + 1)} <= int64(m):")
                     if split:
                         w(f"{p}    {store}(C, {at}, " + ", ".join(f"alpha * {vals[i]}" for i in rows) + ")")
@@ -542,7 +547,7 @@ def _epilogue(cfg: TileConfig, w) -> None:
                     q = p
                 w(f"{q}for i in range({g * V}, {(g + 1) * V if V > 1 else 4}):")
                 w(f"{q}    if r + i < int64(m):")
-                w(f"{q}        v = alpha * acc[sm * 32 + i * 8 + {j}]")
+                w(f"{q}        v = alpha * acc[sm * {4 * TN} + i * {TN} + {j}]")
                 if split:
                     w(f"{q}        stg1(C, off + i, v)")
                 else:

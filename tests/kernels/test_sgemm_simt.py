@@ -207,6 +207,29 @@ def test_generated_source_copies_by_layout_and_alignment(name):
     assert cfg.SA == cfg.BM + cfg.KPAD * cfg.a_kmajor and cfg.SB == cfg.BN + cfg.KPAD * cfg.b_kmajor
 
 
+#: 128x128x16 with 4 warps of 64 x 64 and a 16 x 8 thread tile (docs/tuning.md, "Run G").
+WIDE = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_a_larger_thread_tile_loads_fewer_fragments_per_fma(pair):
+    """16 x 8: per k step 128 FMAs in one unrolled block and 6 fragment loads (4 of A's 16
+    values, 2 of B's 8), where 8 x 8 makes 64 and 4; its sub-tiles are a quarter (half) of
+    the warp tile apart, and its name carries the thread tile."""
+    cfg = TileConfig(**WIDE, transa=pair[0], transb=pair[1])
+    cfg.check()
+    assert cfg.THREADS == 128 and cfg.name() == "128x128x16t16x8" and TileConfig().name() == "128x128x16"
+    src = generate_source(cfg, "probe")
+    compile(src, "probe", "exec")
+    assert "acc = cuda.local.array(128, float32)" in src and "for i in range(16):" in src
+    for kk in range(cfg.BK):
+        for h in range(4):   # A: 4 sub-tiles 16 rows apart
+            assert src.count(f"lds4(As, a_r + {kk * cfg.SA + h * 16})") == 3, (kk, h)
+        for h in range(2):   # B: 2 sub-tiles 32 columns apart
+            assert src.count(f"lds4(Bs, b_r + {kk * cfg.SB + h * 32})") == 3, (kk, h)
+    assert src.count("lds4(As, a_r + ") == 3 * 4 * cfg.BK and src.count("lds4(Bs, b_r + ") == 3 * 2 * cfg.BK
+
+
 @pytest.mark.parametrize("align", ALIGNS)
 def test_transposed_stores_hit_distinct_banks(align):
     """The k-major copy's mapping: for every element of a vector, a warp's 32 scalar stores
@@ -223,6 +246,10 @@ def test_transposed_stores_hit_distinct_banks(align):
 def test_config_relationships_are_checked():
     with pytest.raises(AssertionError, match="warp tile along m"):
         TileConfig(BM=128, WARPS_M=2, LANES_M=4).check()
+    with pytest.raises(AssertionError, match="4 x 4 sub-tiles"):
+        TileConfig(TM=6).check()
+    with pytest.raises(AssertionError, match="warp tile along n"):
+        TileConfig(BM=128, BN=128, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=4).check()
     with pytest.raises(AssertionError, match="BK % 8"):
         TileConfig(BK=12).check()
     with pytest.raises(AssertionError, match="alignment class"):
@@ -362,6 +389,23 @@ def test_generator_tails(pair, align):
     name = f"small_{pair}_{align}"
     shapes = TAIL_SHAPES if pair == "TN" else TAIL_SHAPES[1:4]  # every shape on one pair
     for i, (m, n, k) in enumerate(shapes):
+        alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
+        _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+
+
+#: The same generator with 16 x 4 and 4 x 16 thread tiles (64 threads): the sub-tile spacing
+#: and the epilogue's row and column groups for thread tiles other than 8 x 8.
+THREAD_TILES = (dict(BM=64, BN=64, BK=16, WARPS_M=1, WARPS_N=2, LANES_M=4, TM=16, TN=4, group_m=2, min_blocks=1),
+                dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=1, LANES_M=8, TM=4, TN=16, group_m=2, min_blocks=1))
+
+
+@simulator_only
+@pytest.mark.parametrize("tile, pair, align", [(0, "TN", 4), (0, "NT", 16), (0, "NN", 8),
+                                               (1, "TT", 16), (1, "TN", 8), (1, "NN", 4)])
+def test_generator_thread_tiles(tile, pair, align):
+    cfg = TileConfig(**THREAD_TILES[tile], transa=pair[0], transb=pair[1], align=align)
+    name = f"t{cfg.TM}x{cfg.TN}_{pair}_{align}"
+    for i, (m, n, k) in enumerate([(65, 63, 17), (1, 1, 1), (130, 70, 40)]):
         alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
         _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
 
