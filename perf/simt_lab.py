@@ -17,6 +17,13 @@ operands, three rounds each; the median batch gives the time. Operands are rando
 below 4 times the L2 the calls rotate over several operand sets. The result is compared with
 cuBLAS's (relative Frobenius error). Writes ``simt_lab.json`` and prints a Markdown table.
 ``--list`` prints the cases without a GPU.
+
+For tuning: ``--variants A,B,...`` times each listed variant that can run a case (only those
+are compiled and no handle is made, so a trial row of the manifest costs its own compile, not
+a warm-up of the registry; run it with ``SGBLAS_NO_WARMUP=1``), ``--shapes MxNxK,...``
+replaces the built-in cases (tight leading dimensions, the pairs of ``--pairs``), and
+``--profile`` launches each variant twice per case and times nothing, for ``ncu`` (profile the
+second launch).
 """
 
 from __future__ import annotations
@@ -49,6 +56,13 @@ ROUND = {"odd_a16": 4, "odd_a8": 2}
 
 
 def cases(args) -> list[tuple]:
+    if args.shapes:
+        pairs = args.pairs.split(",") if args.pairs else ["NN", "NT", "TN", "TT"]
+        out = []
+        for text in args.shapes.split(","):
+            m, n, k = (int(x) for x in text.lower().split("x"))
+            out += [(f"{m}x{n}x{k}", pair, m, n, k, 0, (0, 0, 0)) for pair in pairs]
+        return out
     out = list(SQUARE) + list(ODD)
     if args.big:
         out += BIG
@@ -71,6 +85,12 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", default="", help="only these pairs, e.g. NT,TT")
     ap.add_argument("--big", action="store_true", help="add 16384^3 (about 0.4 s per call pair)")
     ap.add_argument("--force", default="", help="time this variant instead of the dispatcher's choice")
+    ap.add_argument("--variants", default="", help="time each of these comma-separated variants that can run "
+                    "a case, instead of the dispatcher's choice; only they are compiled")
+    ap.add_argument("--shapes", default="", help="MxNxK,... cases for --pairs (tight leading dimensions) "
+                    "instead of the built-in sets")
+    ap.add_argument("--profile", action="store_true", help="launch each variant twice per case and time "
+                    "nothing (for ncu: profile the second launch)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args(argv)
     todo = cases(args)
@@ -91,12 +111,14 @@ def main(argv=None) -> int:
     stream0 = driver.as_pointer(0)  # the legacy default stream, CuPy's and cuBLAS's here too
 
     t_start = time.perf_counter()
-    kernels, props_sg = _load_simt()
-    try:
-        handle = sgblas.Handle()  # for sgblas.explain only: what the dispatcher would pick
-    except Exception as exc:
-        handle = None
-        print(f"no handle ({type(exc).__name__}: {exc}); the dispatcher's choice is not recorded", flush=True)
+    wanted = [v for v in args.variants.split(",") if v] or ([args.force] if args.force else [])
+    kernels, props_sg = _load_simt(wanted)
+    handle = None
+    if not args.variants:  # a handle loads (compiles) every variant of the registry
+        try:
+            handle = sgblas.Handle()  # for sgblas.explain only: what the dispatcher would pick
+        except Exception as exc:
+            print(f"no handle ({type(exc).__name__}: {exc}); the dispatcher's choice is not recorded", flush=True)
     cb = cublas.create()
     cublas.setPointerMode(cb, cublas.CUBLAS_POINTER_MODE_HOST)
     compute = getattr(cublas, "CUBLAS_COMPUTE_32F_PEDANTIC", 69)
@@ -128,57 +150,37 @@ def main(argv=None) -> int:
         a_ptr0 = int(bufs[0][0].data.ptr) + 4 * offs[0]
         b_ptr0 = int(bufs[0][1].data.ptr) + 4 * offs[1]
         try:
-            chosen = sgblas.explain(handle, ta, tb, m, n, k, bufs[0][0][offs[0]:], lda,
-                                    bufs[0][1][offs[1]:], ldb, c_ours[offs[2]:], ldc).kernel
+            chosen = "not recorded (no handle)" if handle is None else sgblas.explain(
+                handle, ta, tb, m, n, k, bufs[0][0][offs[0]:], lda, bufs[0][1][offs[1]:], ldb,
+                c_ours[offs[2]:], ldc).kernel
         except Exception as exc:
             chosen = f"not known: {type(exc).__name__}: {exc}"
         # The SIMT variant the heuristic ranks first (the dispatcher may prefer a split-K or
-        # skinny kernel for some shapes; this lab times the SIMT kernels).
-        name = args.force or _simt_choice(props_sg, ta, tb, m, n, k, (a_ptr0, lda), (b_ptr0, ldb),
-                                          (int(c_ours.data.ptr) + 4 * offs[2], ldc))
-        spec = by_name(name)
-        kern, grid = kernels[name], spec.grid(m, n, k)
-
-        def ours(i, c_ptr=None):
-            a, b, c = ptrs[i % sets]
-            launch(kern, grid, stream0, (m, n, k, 1.0, a, ext[0], lda, b, ext[1], ldb, 0.0,
-                                         c if c_ptr is None else c_ptr, ext[2], ldc))
-
-        def theirs(i, c_ptr=None):
-            a, b, c = ptrs[i % sets]
-            cublas.gemmEx(cb, ops[ta], ops[tb], m, n, k, one.ctypes.data, a, r32f, lda, b, r32f, ldb,
-                          zero.ctypes.data, c if c_ptr is None else c_ptr, r32f, ldc, compute,
-                          cublas.CUBLAS_GEMM_DEFAULT)
-
-        # correctness against cuBLAS on set 0
-        ours(0, int(c_ours.data.ptr) + 4 * offs[2])
-        theirs(0, int(c_ref.data.ptr) + 4 * offs[2])
-        cp.cuda.runtime.deviceSynchronize()
-        mine = _matrix(cp, c_ours[offs[2]:], m, n, ldc)
-        ref = _matrix(cp, c_ref[offs[2]:], m, n, ldc)
-        rel = float(cp.linalg.norm(mine - ref) / cp.linalg.norm(ref))
-        # timing: batches between events, alternating libraries
-        t_one = _time_batch(cp, ours, 1)
-        reps = max(1, min(200, int(args.batch_s / max(t_one, 1e-6))))
-        t = {"sgblas": [], "cublas": []}
-        for _ in range(3):
-            t["sgblas"].append(_time_batch(cp, ours, reps))
-            t["cublas"].append(_time_batch(cp, theirs, reps))
-        flop = 2.0 * m * n * k
-        tf = {lib: flop / float(np.median(v)) / 1e12 for lib, v in t.items()}
-        rec = dict(label=label, pair=pair, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, offsets=offs,
-                   kernel=name, dispatcher_kernel=chosen, align=spec.align, sets=sets, reps=reps, rel_err_vs_cublas=rel,
-                   seconds={lib: v for lib, v in t.items()}, tflops=tf,
-                   ratio=tf["sgblas"] / tf["cublas"])
-        records.append(rec)
-        print(f"{label:9s} {pair} {m}x{n}x{k} ld {lda}/{ldb}/{ldc} off {offs} {name}: "
-              f"{tf['sgblas']:.2f} vs {tf['cublas']:.2f} TFLOP/s = {rec['ratio']:.3f}x, err {rel:.1e}", flush=True)
-        bufs = c_ours = c_ref = mine = ref = None
+        # skinny kernel for some shapes; this lab times the SIMT kernels), or the listed ones.
+        problem = _problem(props_sg, ta, tb, m, n, k, (a_ptr0, lda), (b_ptr0, ldb),
+                           (int(c_ours.data.ptr) + 4 * offs[2], ldc))
+        names = [v for v in wanted if by_name(v).can_implement(problem) is None] if wanted else \
+            [_simt_choice(props_sg, problem)]
+        for name in names:
+            spec = by_name(name)
+            kern, grid = kernels[name], spec.grid(m, n, k)
+            rec = _measure(args, cp, np, kern, grid, spec, ptrs, ext, sets, offs, c_ours, c_ref, launch, stream0,
+                           cublas, cb, ops, one, zero, r32f, compute, pair, m, n, k, lda, ldb, ldc)
+            if rec is None:
+                print(f"{label} {pair} {name}: launched twice", flush=True)
+                continue
+            rec.update(label=label, kernel=name, dispatcher_kernel=chosen)
+            records.append(rec)
+            print(f"{label:9s} {pair} {m}x{n}x{k} ld {lda}/{ldb}/{ldc} off {offs} {name}: "
+                  f"{rec['tflops']['sgblas']:.2f} vs {rec['tflops']['cublas']:.2f} TFLOP/s = {rec['ratio']:.3f}x, "
+                  f"err {rec['rel_err_vs_cublas']:.1e}", flush=True)
+        bufs = c_ours = c_ref = None
         cp.get_default_memory_pool().free_all_blocks()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "simt_lab.json").write_text(json.dumps(records, indent=1))
+    if not args.profile:
+        (out / "simt_lab.json").write_text(json.dumps(records, indent=1))
     print("\n| case | pair | m x n x k | lda/ldb/ldc | offsets | kernel | sgblas TFLOP/s | cuBLAS TFLOP/s | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in records:
@@ -191,9 +193,53 @@ def main(argv=None) -> int:
     return 0
 
 
-def _load_simt():
-    """Every SIMT variant loaded for device 0 from sgblas's cache (compiled when missing), and
-    (cc, device properties) for the heuristic: no handle, so no other variant must build."""
+def _measure(args, cp, np, kern, grid, spec, ptrs, ext, sets, offs, c_ours, c_ref, launch, stream0, cublas, cb,
+             ops, one, zero, r32f, compute, pair, m, n, k, lda, ldb, ldc) -> dict | None:
+    """One variant on one case: its error against cuBLAS and both times (None with --profile:
+    two launches, nothing timed)."""
+    ta, tb = pair
+
+    def ours(i, c_ptr=None):
+        a, b, c = ptrs[i % sets]
+        launch(kern, grid, stream0, (m, n, k, 1.0, a, ext[0], lda, b, ext[1], ldb, 0.0,
+                                     c if c_ptr is None else c_ptr, ext[2], ldc))
+
+    def theirs(i, c_ptr=None):
+        a, b, c = ptrs[i % sets]
+        cublas.gemmEx(cb, ops[ta], ops[tb], m, n, k, one.ctypes.data, a, r32f, lda, b, r32f, ldb,
+                      zero.ctypes.data, c if c_ptr is None else c_ptr, r32f, ldc, compute,
+                      cublas.CUBLAS_GEMM_DEFAULT)
+
+    if args.profile:
+        ours(0)
+        ours(0)
+        cp.cuda.runtime.deviceSynchronize()
+        return None
+    # correctness against cuBLAS on set 0
+    ours(0, int(c_ours.data.ptr) + 4 * offs[2])
+    theirs(0, int(c_ref.data.ptr) + 4 * offs[2])
+    cp.cuda.runtime.deviceSynchronize()
+    mine = _matrix(cp, c_ours[offs[2]:], m, n, ldc)
+    ref = _matrix(cp, c_ref[offs[2]:], m, n, ldc)
+    rel = float(cp.linalg.norm(mine - ref) / cp.linalg.norm(ref))
+    # timing: batches between events, alternating libraries
+    t_one = _time_batch(cp, ours, 1)
+    reps = max(1, min(200, int(args.batch_s / max(t_one, 1e-6))))
+    t = {"sgblas": [], "cublas": []}
+    for _ in range(3):
+        t["sgblas"].append(_time_batch(cp, ours, reps))
+        t["cublas"].append(_time_batch(cp, theirs, reps))
+    flop = 2.0 * m * n * k
+    tf = {lib: flop / float(np.median(v)) / 1e12 for lib, v in t.items()}
+    return dict(pair=pair, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, offsets=offs, align=spec.align, sets=sets,
+                reps=reps, rel_err_vs_cublas=rel, seconds={lib: v for lib, v in t.items()}, tflops=tf,
+                ratio=tf["sgblas"] / tf["cublas"])
+
+
+def _load_simt(names: list[str] | None = None):
+    """The SIMT variants (every one, or ``names``) loaded for device 0 from sgblas's cache
+    (compiled when missing), and (cc, device properties) for the heuristic: no handle, so no
+    other variant must build."""
     import cupy as cp
 
     from sgblas.kernels.spec import GEMM_KERNELS
@@ -205,7 +251,7 @@ def _load_simt():
     cp.cuda.Device(0).use()
     cp.zeros(1)  # the primary context, current
     cc = compute_capability(0)
-    specs = [s for s in GEMM_KERNELS if s.name.startswith("sgemm_simt_")]
+    specs = [s for s in GEMM_KERNELS if s.name.startswith("sgemm_simt_") and (not names or s.name in names)]
     filled = fill_cache(specs, cc, 0)
     out = {}
     for spec in specs:
@@ -214,15 +260,19 @@ def _load_simt():
     return out, (cc, device_properties(0))
 
 
-def _simt_choice(props, ta, tb, m, n, k, a, b, c) -> str:
-    """The SIMT variant the dispatch heuristic ranks first among the legal ones."""
-    from sgblas.dispatch import heuristic
+def _problem(props, ta, tb, m, n, k, a, b, c):
     from sgblas.enums import MathMode
     from sgblas.kernels.problem import GemmProblem
+
+    return GemmProblem(props[0], MathMode.FP32, ta, tb, m, n, k, a[0], a[1], b[0], b[1], c[0], c[1])
+
+
+def _simt_choice(props, p) -> str:
+    """The SIMT variant the dispatch heuristic ranks first among the legal ones."""
+    from sgblas.dispatch import heuristic
     from sgblas.kernels.spec import GEMM_KERNELS
 
-    cc, properties = props
-    p = GemmProblem(cc, MathMode.FP32, ta, tb, m, n, k, a[0], a[1], b[0], b[1], c[0], c[1])
+    properties = props[1]
     legal = [s for s in GEMM_KERNELS if s.name.startswith("sgemm_simt_") and s.can_implement(p) is None]
     return heuristic.rank(legal, p, properties, 0)[0].spec.name
 

@@ -16,7 +16,8 @@ launched through ``sgblas.dispatch.plan.execute`` on a plan made for it (a handl
 of workspace, so the split is not capped). Operands are random normal, rotating over enough
 sets to exceed 4x the L2; CUDA events around batches of calls on one stream, the median of 15
 batches. Each variant's result is compared with cuBLAS's (largest difference over largest
-value). Prints one JSON line per case and writes ``split_lab_<set>.jsonl`` to ``--out``.
+value). Prints one JSON line per case and, at the end, a Markdown table of the ratios; writes
+``split_lab_<set>.jsonl`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -193,7 +194,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"split_lab_{args.set}.jsonl").write_text("\n".join(lines) + "\n")
+    print(table([json.loads(line) for line in lines]))
     return 0
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as Markdown: cuBLAS TFLOP/s, then each timed way's ratio to it."""
+    out = ["| shape | pair | cuBLAS TFLOP/s | sgemm (kernel) | variants/splits (ratio to cuBLAS) |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        ways = ", ".join(f"{k.replace('sgemm_', '')} {v['ratio']:.3f}" for k, v in r.items()
+                         if isinstance(v, dict) and k != "api")
+        out.append(f"| {r['shape']} | {r['pair']} | {r['cublas_tflops']:.1f} | {r['api']['ratio']:.3f} "
+                   f"({r['api']['kernel'].replace('sgemm_', '')}) | {ways} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
