@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +40,11 @@ def _gpu_count() -> int:
 
 
 def pytest_collection_modifyitems(config, items):
+    # The tests that read PTX go last, so that the background compile (pytest_collection_finish)
+    # has the whole run to get ahead of them.
+    readers = [item for item in items if item.get_closest_marker("ptx")]
+    if readers:
+        items[:] = [item for item in items if not item.get_closest_marker("ptx")] + readers
     if GPU_PRESENT:
         multi = _gpu_count() >= 2
         skip_multi = pytest.mark.skip(reason="needs two or more CUDA GPUs")
@@ -48,6 +56,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords or "multigpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def pytest_collection_finish(session):
+    import helpers
+
+    modules = {Path(str(item.fspath)).stem for item in session.items if item.get_closest_marker("ptx")}
+    targets = helpers.ptx_targets(modules)
+    if targets:
+        session.config._sgblas_ptx_dir = tempfile.mkdtemp(prefix="sgblas-ptx-")
+        helpers.start_ptx(session.config._sgblas_ptx_dir, targets)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import helpers
+
+    helpers.stop_ptx()
+    out_dir = getattr(session.config, "_sgblas_ptx_dir", None)
+    if out_dir:
+        shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def pytest_report_header(config):

@@ -1,5 +1,6 @@
 """The tests' shared helpers: the device-case helpers of :mod:`sgblas.testing`, the one testing
-toolkit, and the environment of the fresh processes some tests start.
+toolkit, the environment of the fresh processes some tests start, and the PTX the static tests
+read.
 
 ``Case`` is :class:`sgblas.testing.GemmCase`: random column-major operands of one sgemm call
 with padded leading dimensions, on the host and the device, and its check against the float64
@@ -9,13 +10,17 @@ reference (the message names the seed).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Iterable
 
 from sgblas.testing import GemmCase as Case
 from sgblas.testing import column_major, stored_shape
 
-__all__ = ["Case", "column_major", "stored_shape", "REPO", "TESTS", "child_env"]
+__all__ = ["Case", "column_major", "stored_shape", "REPO", "TESTS", "child_env", "PTX_NEEDS", "ptx_targets",
+           "start_ptx", "stop_ptx", "ptx"]
 
 #: The checkout's root, and its tests folder.
 REPO: str = str(Path(__file__).resolve().parents[1])
@@ -33,3 +38,144 @@ def child_env(*, drop: Iterable[str] = (), **variables: str) -> dict[str, str]:
     env.update(variables)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, TESTS, env.get("PYTHONPATH", "")) if p)
     return env
+
+
+# ---------------------------------------------------------------------------------------------
+# PTX for the static tests
+# ---------------------------------------------------------------------------------------------
+#
+# The static tests read the sm_90 (and one sm_80) PTX of a few variants, which Numba compiles
+# outside the simulator, 10-30 s of single-threaded front end each. The test session runs in
+# one process, so the other CPUs are free: conftest starts background processes (one per
+# other CPU, one on two CPUs) at the end of collection that compile, in the order below, what
+# the selected tests will read, and moves those tests to the end of the run. A test then
+# waits only for what is not ready yet.
+
+
+def _general_targets() -> list[tuple[str, tuple[int, int]]]:
+    """The general kernel's NT and TN variants: between them every copy path of its generator."""
+    from sgblas.kernels.spec import GEMM_KERNELS
+
+    return [(s.name, (9, 0)) for s in GEMM_KERNELS
+            if s.name.startswith("sgemm_general_") and s.pair in (("N", "T"), ("T", "N"))]
+
+
+#: One SIMT variant per copy strategy (tests/kernels/test_ptx_static.py), the main one for sm_80 too.
+SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x128x16_2s_a8", "sgemm_simt_tt_128x64x16_2s_a4")
+
+
+def _simt_targets() -> list[tuple[str, tuple[int, int]]]:
+    return [(name, (9, 0)) for name in SIMT_TARGETS] + [(SIMT_TARGETS[0], (8, 0))]
+
+
+def _skinny_targets() -> list[tuple[str, tuple[int, int]]]:
+    """Both skinny loops (dot: m small in NN; axpy: n small in NN) and the reduction."""
+    from sgblas.kernels import reduce, skinny
+
+    configs = {(c.transa, c.transb, c.small): c for c in skinny.MANIFEST}
+    return [(configs[("N", "N", "m")].name(), (9, 0)), (configs[("N", "N", "n")].name(), (9, 0)),
+            (reduce.NAME, (9, 0))]
+
+
+def _representative_targets() -> list[tuple[str, tuple[int, int]]]:
+    """One variant of each kernel generator: variants of a generator share its builder's code."""
+    from sgblas.kernels.spec import REGISTRY
+
+    first: dict = {}
+    for spec in REGISTRY:
+        first.setdefault(getattr(spec.builder, "__code__", spec.builder), spec)
+    return [(spec.name, (9, 0)) for spec in first.values()]
+
+
+#: The test modules that read PTX, in the order their tests run, with what they read.
+PTX_NEEDS = {"test_general": _general_targets, "test_ptx_static": _simt_targets,
+             "test_skinny": _skinny_targets, "test_public_api": _representative_targets}
+
+_PTX_SCRIPT = r"""
+import os, sys, traceback
+from sgblas.kernels.spec import by_name
+from sgblas.runtime.build import compile_ptx
+out = sys.argv[1]
+for target in sys.argv[2:]:
+    name, cc = target.split(":")
+    cc = tuple(int(x) for x in cc.split("."))
+    path = os.path.join(out, f"{name}.sm{cc[0]}{cc[1]}")
+    try:
+        text = compile_ptx(by_name(name), cc)
+    except Exception:
+        with open(path + ".err.tmp", "w") as f:
+            f.write(traceback.format_exc())
+        os.replace(path + ".err.tmp", path + ".err")
+        continue
+    with open(path + ".ptx.tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".ptx.tmp", path + ".ptx")
+"""
+
+_service: dict = {}
+
+
+def ptx_targets(modules: Iterable[str]) -> list[tuple[str, tuple[int, int]]]:
+    """What the named test modules read, in PTX_NEEDS's order, each target once."""
+    wanted = set(modules)
+    out: list[tuple[str, tuple[int, int]]] = []
+    for module, targets in PTX_NEEDS.items():
+        if module in wanted:
+            out += [t for t in targets() if t not in out]
+    return out
+
+
+def _compile(out_dir: str, targets: list[tuple[str, tuple[int, int]]], log: str = "stderr.txt") -> subprocess.Popen:
+    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"], SGBLAS_NO_WARMUP="1")
+    args = [f"{name}:{cc[0]}.{cc[1]}" for name, cc in targets]
+    with open(os.path.join(out_dir, log), "w") as f:  # a pipe could fill and block the process
+        return subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, out_dir, *args], env=env,
+                                stdout=subprocess.DEVNULL, stderr=f)
+
+
+def start_ptx(out_dir: str, targets: list[tuple[str, tuple[int, int]]]) -> None:
+    """Compile ``targets`` into ``out_dir`` in background processes (conftest calls this):
+    target i in process i mod the count, so each process takes them in the tests' order."""
+    count = max(1, min(len(targets), (os.cpu_count() or 2) - 1))
+    procs = [_compile(out_dir, targets[i::count], f"stderr{i}.txt") for i in range(count)]
+    _service.update(dir=out_dir, procs=procs,
+                    owner={t: (procs[i % count], f"stderr{i % count}.txt") for i, t in enumerate(targets)})
+
+
+def stop_ptx() -> None:
+    for proc in _service.get("procs", ()):
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _files(out_dir: str, name: str, cc: tuple[int, int], log: str = "stderr.txt") -> tuple[Path, Path, Path]:
+    base = Path(out_dir) / f"{name}.sm{cc[0]}{cc[1]}"
+    return Path(f"{base}.ptx"), Path(f"{base}.err"), Path(out_dir) / log
+
+
+def ptx(name: str, cc: tuple[int, int], timeout: float = 1800) -> str:
+    """The PTX of variant ``name`` for ``cc``: from the background compile when the session
+    started one for it, else compiled now in a child process (a test run on its own)."""
+    if (name, cc) not in _service.get("owner", {}):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as out_dir:
+            _compile(out_dir, [(name, cc)]).wait(timeout=timeout)
+            done, err, log = _files(out_dir, name, cc)
+            assert done.exists(), f"compiling {name} for sm_{cc[0]}{cc[1]} failed:\n" + (
+                err.read_text() if err.exists() else log.read_text()[-4000:])
+            return done.read_text()
+    proc, log_name = _service["owner"][(name, cc)]
+    done, err, log = _files(_service["dir"], name, cc, log_name)
+    deadline = time.monotonic() + timeout
+    while not done.exists():
+        if err.exists():
+            raise AssertionError(f"compiling {name} for sm_{cc[0]}{cc[1]} failed:\n{err.read_text()}")
+        if proc.poll() is not None and not done.exists():
+            raise AssertionError(f"the background PTX compile stopped before {name} (exit {proc.returncode}):\n"
+                                 f"{log.read_text()[-4000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no PTX of {name} for sm_{cc[0]}{cc[1]} after {timeout} s")
+        time.sleep(0.2)
+    return done.read_text()

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import re
-import subprocess
-import sys
 import typing
 from pathlib import Path
 
 import pytest
 
-from helpers import child_env
+from helpers import PTX_NEEDS
+from helpers import ptx as ptx_of
 import sgblas
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,53 +114,22 @@ def test_the_package_ships_its_py_typed_marker():
 #: TF32 conversions and operands, and flush-to-zero modifiers (what fastmath adds).
 FORBIDDEN = re.compile(r"\b(?:wg|w)?mma\b|\bmma_async\b|\btcgen05\.|\.tf32\b|\.ftz\b")
 
-_PTX_SCRIPT = r"""
-import sys
-from sgblas.kernels.spec import by_name
-from sgblas.runtime.build import compile_ptx
-open(sys.argv[2], "w").write(compile_ptx(by_name(sys.argv[1]), (9, 0)))
-"""
-
-
-def _representatives() -> list:
-    """One variant of each kernel generator: variants of a generator share its builder's code."""
-    from sgblas.kernels.spec import REGISTRY
-
-    first = {}
-    for spec in REGISTRY:
-        first.setdefault(getattr(spec.builder, "__code__", spec.builder), spec)
-    return list(first.values())
-
-
 @pytest.fixture(scope="module")
-def sm90_ptx(tmp_path_factory) -> dict[str, tuple[str, str]]:
-    """``name -> (role, PTX for sm_90)`` of each representative, compiled by Numba outside the
-    simulator (which cannot compile), one process per generator, as many at once as there are
-    CPUs (each spends its time in Numba's single-threaded front end)."""
-    out_dir = tmp_path_factory.mktemp("ptx")
-    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"], SGBLAS_NO_WARMUP="1")
-    waiting = list(_representatives())
-    running: list[tuple[typing.Any, Path, subprocess.Popen]] = []
-    result = {}
-    while waiting or running:
-        while waiting and len(running) < max(2, os.cpu_count() or 1):
-            spec = waiting.pop(0)
-            path = out_dir / f"{spec.name}.ptx"
-            running.append((spec, path, subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, spec.name, str(path)],
-                                                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                         text=True)))
-        spec, path, proc = running.pop(0)
-        _, stderr = proc.communicate(timeout=900)
-        assert proc.returncode == 0, f"compiling {spec.name} for sm_90 failed:\n{stderr[-4000:]}"
-        result[spec.name] = (spec.role, path.read_text())
-    return result
+def sm90_ptx() -> dict[str, tuple[str, str]]:
+    """``name -> (role, PTX for sm_90)`` of one variant of each kernel generator, from the
+    session's background compile (``tests/helpers.py``: the simulator cannot compile)."""
+    from sgblas.kernels.spec import by_name
+
+    return {name: (by_name(name).role, ptx_of(name, cc)) for name, cc in PTX_NEEDS["test_public_api"]()}
 
 
+@pytest.mark.ptx
 def test_every_generator_is_represented(sm90_ptx):
     roles = {role for role, _ in sm90_ptx.values()}
     assert {"gemm", "scale"} <= roles, json.dumps(sorted(sm90_ptx))
 
 
+@pytest.mark.ptx
 def test_no_tensor_core_tf32_or_flush_to_zero_instruction_in_any_generator(sm90_ptx):
     for name, (role, ptx) in sm90_ptx.items():
         found = sorted({m.group(0) for m in FORBIDDEN.finditer(ptx)})

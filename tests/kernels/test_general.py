@@ -6,10 +6,10 @@
   alpha/beta combinations on the cheapest shape, and N tiles spread over y and z.
 * ``@pytest.mark.gpu`` repeats the classes at real sizes, adds n past the 65535-block
   limit of gridDim.y and leading dimensions whose ``col * ld`` passes 2**31.
-* A static check compiles the NT and TN variants' PTX for sm_90 (between them every copy
-  path; no GPU needed, but not under the simulator, hence a subprocess) and looks for local
-  memory, tensor-core instructions and flush-to-zero; when a ptxas is installed the SASS
-  resource report is checked too.
+* A static check reads the NT and TN variants' PTX for sm_90 (between them every copy path;
+  no GPU needed, but not under the simulator, hence the background compile of
+  ``tests/helpers.py``) and looks for local memory, tensor-core instructions and
+  flush-to-zero; when a ptxas is installed the SASS resource report is checked too.
 
 Every case checks all of C: the m x n result against a float64 reference with a K- and
 magnitude-aware tolerance, and the padding rows between columns bit for bit. Calls with
@@ -18,11 +18,9 @@ beta == 0 start from a C full of NaN.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -30,11 +28,12 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from helpers import child_env
+from helpers import PTX_NEEDS
+from helpers import ptx as ptx_of
 from sgblas.enums import MathMode
 from sgblas.kernels import general
 from sgblas.kernels.problem import GemmProblem
-from sgblas.kernels.spec import GEMM_KERNELS
+from sgblas.kernels.spec import GEMM_KERNELS, by_name
 from sgblas.runtime.loader import dispatcher
 from tests.reference import assert_gemm_close, make_operands, reference_gemm
 
@@ -235,37 +234,14 @@ def test_gpu_offsets_past_2_31(pair):
 # Static checks of the generated code (no GPU needed)
 # --------------------------------------------------------------------------------------
 
-_PTX_SCRIPT = r"""
-import json, sys
-from sgblas.kernels.spec import GEMM_KERNELS
-from sgblas.runtime.build import compile_ptx
-out = {}
-for spec in GEMM_KERNELS:
-    # NT and TN between them take every copy path (A along m and along k, B along k and
-    # along n); compiling all four pairs would double CI's time for no new path.
-    if not spec.name.startswith("sgemm_general_") or spec.pair not in (("N", "T"), ("T", "N")):
-        continue
-    ta, tb = spec.pair
-    ptx = compile_ptx(spec, (9, 0))
-    path = f"{sys.argv[1]}/{ta}{tb}.ptx"
-    open(path, "w").write(ptx)
-    out[ta + tb] = path
-print(json.dumps(out))
-"""
-
-
 @pytest.fixture(scope="module")
-def sm90_ptx(tmp_path_factory) -> dict[str, str]:
-    """PTX text of every variant for sm_90, compiled outside the simulator."""
-    out_dir = tmp_path_factory.mktemp("general_ptx")
-    env = child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
-    proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, str(out_dir)], env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"compile_ptx failed:\n{proc.stderr[-4000:]}"
-    paths = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {pair: Path(path).read_text() for pair, path in paths.items()}
+def sm90_ptx() -> dict[str, str]:
+    """PTX text of the NT and TN variants for sm_90 (between them every copy path: A along m
+    and along k, B along k and along n), compiled outside the simulator."""
+    return {"".join(by_name(name).pair): ptx_of(name, cc) for name, cc in PTX_NEEDS["test_general"]()}
 
 
+@pytest.mark.ptx
 def test_ptx_is_strict_fp32_simt_without_local_memory(sm90_ptx):
     assert set(sm90_ptx) == {"NT", "TN"}
     for pair, ptx in sm90_ptx.items():
@@ -297,6 +273,7 @@ def _find_ptxas() -> str | None:
     return shutil.which("ptxas")
 
 
+@pytest.mark.ptx
 def test_sass_has_no_spills_and_fits_two_blocks_per_sm(sm90_ptx, tmp_path):
     ptxas = _find_ptxas()
     if ptxas is None:

@@ -2,8 +2,9 @@
 
 One representative registry variant per copy strategy of the SIMT generator
 (:mod:`sgblas.kernels.sgemm_simt`) is compiled for sm_90 (and the main one for sm_80 too) with
-``compile_ptx`` in subprocesses (the test session may run under the CUDA simulator, which
-cannot compile); each costs 20-30 s of Numba front end, so CI compiles no more than these:
+``compile_ptx`` by the session's background compile (``tests/helpers.py``: the test session
+may run under the CUDA simulator, which cannot compile); each costs 20-30 s of Numba front
+end, so CI compiles no more than these (``helpers.SIMT_TARGETS``):
 
 * ``sgemm_simt_nn_128x128x16_2s_a16``: A by 16-byte ``cp.async`` along m, B by 16-byte loads
   along k stored transposed (the main kernel; also for sm_80);
@@ -32,7 +33,6 @@ The memory intrinsics (8- and 4-byte forms too) are checked on a small probe ker
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -42,35 +42,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import child_env
+from helpers import PTX_NEEDS, child_env
+from helpers import ptx as ptx_of
 
-#: One variant per copy strategy (see the module doc).
-SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x128x16_2s_a8",
-                "sgemm_simt_tt_128x64x16_2s_a4")
 CCS = ((9, 0), (8, 0))
-#: Compiles per subprocess, (cc, names), run side by side: the sm_90 targets in two processes,
-#: the main one for sm_80 in a third.
-JOBS = (((9, 0), SIMT_TARGETS[:1]), ((9, 0), SIMT_TARGETS[1:]), ((8, 0), SIMT_TARGETS[:1]))
-TARGETS = {cc: tuple(n for c, names in JOBS if c == cc for n in names) for cc in CCS}
-REPO = str(Path(__file__).resolve().parents[2])
-
-_PTX_SCRIPT = r"""
-import importlib, json, sys
-from sgblas.kernels.spec import by_name
-from sgblas.runtime.build import compile_ptx
-out_dir, cc = sys.argv[1], tuple(int(x) for x in sys.argv[2].split("."))
-out = {}
-for name in sys.argv[3:]:
-    spec = by_name(name)
-    cfg = spec.config
-    assert spec.launch_bounds == (cfg.THREADS, cfg.min_blocks), spec.launch_bounds
-    ptx = compile_ptx(spec, cc)
-    path = f"{out_dir}/{name}_sm{cc[0]}{cc[1]}.ptx"
-    open(path, "w").write(ptx)
-    out[name] = {"ptx": path, "BK": cfg.BK, "threads": cfg.THREADS, "min_blocks": cfg.min_blocks,
-                 "align": cfg.align}
-print(json.dumps(out))
-"""
+TARGETS = {cc: tuple(n for n, c in PTX_NEEDS["test_ptx_static"]() if c == cc) for cc in CCS}
 
 _PROBE_SCRIPT = r"""
 import sys
@@ -107,18 +83,17 @@ def _env() -> dict:
 
 
 @pytest.fixture(scope="module")
-def ptx_by_cc(tmp_path_factory) -> dict:
-    """{(variant, cc): (ptx text, info)}; the compile jobs run side by side."""
-    out_dir = tmp_path_factory.mktemp("simt_ptx")
-    procs = [(cc, subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, str(out_dir), f"{cc[0]}.{cc[1]}", *names],
-                                   env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-             for cc, names in JOBS]
+def ptx_by_cc() -> dict:
+    """{(variant, cc): (ptx text, info)}, from the session's background compile."""
+    from sgblas.kernels.spec import by_name
+
     result = {}
-    for cc, proc in procs:
-        stdout, stderr = proc.communicate(timeout=1200)
-        assert proc.returncode == 0, f"compile_ptx for sm_{cc[0]}{cc[1]} failed:\n{stderr[-4000:]}"
-        for name, info in json.loads(stdout.strip().splitlines()[-1]).items():
-            result[(name, cc)] = (Path(info["ptx"]).read_text(), info)
+    for name, cc in PTX_NEEDS["test_ptx_static"]():
+        spec = by_name(name)
+        cfg = spec.config
+        assert spec.launch_bounds == (cfg.THREADS, cfg.min_blocks), spec.launch_bounds
+        info = dict(BK=cfg.BK, threads=cfg.THREADS, min_blocks=cfg.min_blocks, align=cfg.align)
+        result[(name, cc)] = (ptx_of(name, cc), info)
     return result
 
 
@@ -126,6 +101,7 @@ _CP_ASYNC = re.compile(r"cp\.async\.(\w+)\.shared\.global \[[^\]]+\], \[[^\]]+\]
 _GLOBAL_VEC = re.compile(r"\b(ld|st)\.global(?:\.\w+)*\.v([24])\.f32")
 
 
+@pytest.mark.ptx
 @pytest.mark.parametrize("name,cc", [(name, cc) for cc in CCS for name in TARGETS[cc]],
                          ids=lambda x: x if isinstance(x, str) else f"sm_{x[0]}{x[1]}")
 def test_ptx_is_strict_fp32_simt_with_vector_memory(ptx_by_cc, name, cc):
@@ -212,6 +188,7 @@ def _sass_counts(sass: str) -> tuple[Counter, Counter]:
     return whole, best
 
 
+@pytest.mark.ptx
 @pytest.mark.parametrize("name", TARGETS[(9, 0)])
 def test_sm90_sass_no_spills_and_ffma_bound_loop(ptx_by_cc, name, tmp_path):
     ptxas = _find_ptxas()

@@ -11,8 +11,8 @@
   a tight ``lda = 3`` of a 3 x k A does not stop it.
 * The guard: small side above 16, a misaligned large operand, its leading dimension.
 * Static: the PTX for sm_90 of a dot and an axpy variant has no local memory, 16-byte global
-  and shared loads, ``cp.async`` and no flush-to-zero or tensor-core instruction (a subprocess:
-  the simulator cannot compile).
+  and shared loads, ``cp.async`` and no flush-to-zero or tensor-core instruction (compiled by
+  the session's background compile, ``tests/helpers.py``: the simulator cannot compile).
 
 Every case checks all of C against a float64 reference with a K-aware tolerance, and C's
 padding bit for bit.
@@ -20,17 +20,14 @@ padding bit for bit.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 from numba import cuda
 
-from helpers import child_env
+from helpers import PTX_NEEDS
+from helpers import ptx as ptx_of
 import sgblas
 from sgblas import Status
 from sgblas.enums import MathMode
@@ -42,7 +39,6 @@ from sgblas.testing import GemmCase
 from tests.reference import assert_gemm_close, make_operands, reference_gemm
 
 CONFIGS = {(cfg.transa, cfg.transb, cfg.small): cfg for cfg in skinny.MANIFEST}
-REPO = str(Path(__file__).resolve().parents[2])
 
 
 def _seed(*parts: object) -> int:
@@ -190,26 +186,12 @@ def test_every_variant_is_registered_with_its_loop():
     assert modes[("N", "T", "m")] == "axpy" and modes[("T", "N", "n")] == "dot"
 
 
-_PTX_SCRIPT = r"""
-import json, sys
-from numba import cuda
-from sgblas.kernels.spec import by_name
-out = {}
-for name in sys.argv[1:]:
-    spec = by_name(name)
-    ptx, _ = cuda.compile_ptx(spec.build(), spec.abi.signature().args, cc=(9, 0), launch_bounds=spec.launch_bounds)
-    out[name] = ptx
-print(json.dumps(out))
-"""
-
-
+@pytest.mark.ptx
 def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
-    names = [CONFIGS[("N", "N", "m")].name(), CONFIGS[("N", "N", "n")].name(), reduce.NAME]
-    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"])
-    done = subprocess.run([sys.executable, "-c", _PTX_SCRIPT, *names], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ptxs = json.loads(done.stdout)
+    targets = PTX_NEEDS["test_skinny"]()
+    names = [name for name, _ in targets]
+    assert names == [CONFIGS[("N", "N", "m")].name(), CONFIGS[("N", "N", "n")].name(), reduce.NAME]
+    ptxs = {name: ptx_of(name, cc) for name, cc in targets}
     for name, ptx in ptxs.items():
         assert "ld.local" not in ptx and "st.local" not in ptx, f"{name} uses local memory"
         assert ".ftz" not in ptx, f"{name} flushes denormals"
