@@ -35,6 +35,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 if __package__ in (None, ""):
@@ -125,6 +126,9 @@ def main(argv=None) -> int:
     r32f = cp.cuda.runtime.CUDA_R_32F
     ops = {"N": cublas.CUBLAS_OP_N, "T": cublas.CUBLAS_OP_T}
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    # What every measurement calls: the array library, the launcher, cuBLAS and its constants.
+    lib = SimpleNamespace(cp=cp, np=np, launch=launch, stream0=stream0, cublas=cublas, cb=cb, compute=compute,
+                          r32f=r32f, ops=ops, one=one, zero=zero)
     props = cp.cuda.runtime.getDeviceProperties(0)
     l2 = int(props.get("l2CacheSize", 50 << 20))
     records = []
@@ -163,9 +167,9 @@ def main(argv=None) -> int:
             [_simt_choice(props_sg, problem)]
         for name in names:
             spec = by_name(name)
-            kern, grid = kernels[name], spec.grid(m, n, k)
-            rec = _measure(args, cp, np, kern, grid, spec, ptrs, ext, sets, offs, c_ours, c_ref, launch, stream0,
-                           cublas, cb, ops, one, zero, r32f, compute, pair, m, n, k, lda, ldb, ldc)
+            case = SimpleNamespace(pair=pair, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, offs=offs, ext=ext,
+                                   sets=sets, ptrs=ptrs, c_ours=c_ours, c_ref=c_ref)
+            rec = _measure(args, lib, case, kernels[name], spec)
             if rec is None:
                 print(f"{label} {pair} {name}: launched twice", flush=True)
                 continue
@@ -193,22 +197,24 @@ def main(argv=None) -> int:
     return 0
 
 
-def _measure(args, cp, np, kern, grid, spec, ptrs, ext, sets, offs, c_ours, c_ref, launch, stream0, cublas, cb,
-             ops, one, zero, r32f, compute, pair, m, n, k, lda, ldb, ldc) -> dict | None:
+def _measure(args, lib, case, kern, spec) -> dict | None:
     """One variant on one case: its error against cuBLAS and both times (None with --profile:
     two launches, nothing timed)."""
-    ta, tb = pair
+    cp, np, cublas = lib.cp, lib.np, lib.cublas
+    (ta, tb), m, n, k = case.pair, case.m, case.n, case.k
+    lda, ldb, ldc, offs, ext, sets, ptrs = case.lda, case.ldb, case.ldc, case.offs, case.ext, case.sets, case.ptrs
+    grid = spec.grid(m, n, k)
 
     def ours(i, c_ptr=None):
         a, b, c = ptrs[i % sets]
-        launch(kern, grid, stream0, (m, n, k, 1.0, a, ext[0], lda, b, ext[1], ldb, 0.0,
-                                     c if c_ptr is None else c_ptr, ext[2], ldc))
+        lib.launch(kern, grid, lib.stream0, (m, n, k, 1.0, a, ext[0], lda, b, ext[1], ldb, 0.0,
+                                             c if c_ptr is None else c_ptr, ext[2], ldc))
 
     def theirs(i, c_ptr=None):
         a, b, c = ptrs[i % sets]
-        cublas.gemmEx(cb, ops[ta], ops[tb], m, n, k, one.ctypes.data, a, r32f, lda, b, r32f, ldb,
-                      zero.ctypes.data, c if c_ptr is None else c_ptr, r32f, ldc, compute,
-                      cublas.CUBLAS_GEMM_DEFAULT)
+        cublas.gemmEx(lib.cb, lib.ops[ta], lib.ops[tb], m, n, k, lib.one.ctypes.data, a, lib.r32f, lda, b,
+                      lib.r32f, ldb, lib.zero.ctypes.data, c if c_ptr is None else c_ptr, lib.r32f, ldc,
+                      lib.compute, cublas.CUBLAS_GEMM_DEFAULT)
 
     if args.profile:
         ours(0)
@@ -216,11 +222,11 @@ def _measure(args, cp, np, kern, grid, spec, ptrs, ext, sets, offs, c_ours, c_re
         cp.cuda.runtime.deviceSynchronize()
         return None
     # correctness against cuBLAS on set 0
-    ours(0, int(c_ours.data.ptr) + 4 * offs[2])
-    theirs(0, int(c_ref.data.ptr) + 4 * offs[2])
+    ours(0, int(case.c_ours.data.ptr) + 4 * offs[2])
+    theirs(0, int(case.c_ref.data.ptr) + 4 * offs[2])
     cp.cuda.runtime.deviceSynchronize()
-    mine = _matrix(cp, c_ours[offs[2]:], m, n, ldc)
-    ref = _matrix(cp, c_ref[offs[2]:], m, n, ldc)
+    mine = _matrix(cp, case.c_ours[offs[2]:], m, n, ldc)
+    ref = _matrix(cp, case.c_ref[offs[2]:], m, n, ldc)
     rel = float(cp.linalg.norm(mine - ref) / cp.linalg.norm(ref))
     # timing: batches between events, alternating libraries
     t_one = _time_batch(cp, ours, 1)
@@ -230,9 +236,9 @@ def _measure(args, cp, np, kern, grid, spec, ptrs, ext, sets, offs, c_ours, c_re
         t["sgblas"].append(_time_batch(cp, ours, reps))
         t["cublas"].append(_time_batch(cp, theirs, reps))
     flop = 2.0 * m * n * k
-    tf = {lib: flop / float(np.median(v)) / 1e12 for lib, v in t.items()}
-    return dict(pair=pair, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, offsets=offs, align=spec.align, sets=sets,
-                reps=reps, rel_err_vs_cublas=rel, seconds={lib: v for lib, v in t.items()}, tflops=tf,
+    tf = {who: flop / float(np.median(v)) / 1e12 for who, v in t.items()}
+    return dict(pair=case.pair, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc, offsets=offs, align=spec.align, sets=sets,
+                reps=reps, rel_err_vs_cublas=rel, seconds=dict(t), tflops=tf,
                 ratio=tf["sgblas"] / tf["cublas"])
 
 
