@@ -16,15 +16,19 @@ accepts:
    smaller of the launch bound and the device's thread and block limits). The largest tile
    whose fill reaches :data:`FILL_TARGET` wins: large tiles reuse each loaded element more.
    When no tile fills the GPU, the one with the highest fill wins, the one with more CTAs on a
-   tie: more resident warps hide more latency. Between alignment classes of one tile, the
-   widest accesses win.
+   tie: more resident warps hide more latency. Between thread tiles of one CTA tile, the
+   larger thread tile (fewer threads, more registers each) wins when every CTA's K is at least
+   :data:`WIDE_THREAD_K`, or at least :data:`WIDE_THREAD_ONE_WAVE_K` with all CTAs in one wave
+   (:func:`wide_thread_tile_pays`); the smaller one otherwise. Between alignment classes of one
+   tile, the widest accesses win.
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
    and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,
    for accuracy, when k >= :data:`ACCURACY_SPLIT_K` even if the tiles fill the GPU, with
    splits of at most :data:`ACCURACY_CHUNK` (each split is summed on its own and the partials
    added in order, which shortens every float32 sum: ``docs/design.md``, "Split-K"). Among
-   the slice kernels, the largest tile that can split the problem runs it.
+   the slice kernels, the largest tile that can split the problem runs it, with the thread
+   tile chosen as in 3 from each slice's K.
 5. The number of splits S: the largest S whose CTAs (tiles x S) fit in one wave of the GPU's
    resident slots, when that wave is at least :data:`WAVE_TARGET` full; else the smallest S
    whose whole waves are that full (CTAs over waves x slots), else the S with the fullest
@@ -48,8 +52,9 @@ from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS",
-           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "Ranked", "Split", "occupancy",
-           "slots", "ctas", "fill", "rank", "split_for", "pinned_split", "is_backstop"]
+           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "WIDE_THREAD_K",
+           "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
+           "split_for", "pinned_split", "is_backstop", "thread_tile", "wide_thread_tile_pays"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -75,6 +80,14 @@ ACCURACY_CHUNK: int = 8192
 #: square roots of the slice length and of the number of partials, so up to sqrt(k) splits
 #: lower it (docs/tuning.md, "Accuracy").
 ACCURACY_MIN_CHUNK: int = 128
+#: The K per CTA from which a CTA tile's larger thread tile (half the threads, each with twice
+#: the accumulators) runs faster than the 8 x 8 one: its K loop does fewer fragment loads per
+#: FMA, but half as many resident warps hide latency, which costs most in the prologue and
+#: epilogue of a short K (docs/tuning.md, "Run G", rung 14) ...
+WIDE_THREAD_K: int = 4096
+#: ... or from this K per CTA when all CTAs run in one wave (no second wave starts behind
+#: the slow epilogues of the first).
+WIDE_THREAD_ONE_WAVE_K: int = 2048
 
 
 class Split(NamedTuple):
@@ -97,6 +110,26 @@ class Ranked(NamedTuple):
 def is_backstop(spec: KernelSpec) -> bool:
     """The general kernels: they accept every FP32 problem and rank last."""
     return spec.name.startswith("sgemm_general_")
+
+
+def thread_tile(spec: KernelSpec) -> tuple[int, int]:
+    """The accumulators one thread of ``spec`` owns, rows x columns (8 x 8 for kernels that are
+    not generated tile kernels)."""
+    cfg = spec.config
+    return (cfg.TM, cfg.TN) if hasattr(cfg, "TM") else (8, 8)
+
+
+def wide_thread_tile_pays(k_per_cta: int, n_ctas: int, n_slots: int) -> bool:
+    """Whether a thread tile larger than 8 x 8 runs a CTA tile faster: each CTA's K is at
+    least :data:`WIDE_THREAD_K`, or at least :data:`WIDE_THREAD_ONE_WAVE_K` and all
+    ``n_ctas`` fit in the ``n_slots`` the GPU holds at once."""
+    return k_per_cta >= WIDE_THREAD_K or (k_per_cta >= WIDE_THREAD_ONE_WAVE_K and n_ctas <= n_slots)
+
+
+def _thread_order(spec: KernelSpec, k_per_cta: int, n_ctas: int, props: DeviceProperties) -> int:
+    """0 for the thread tile the rule wants for this CTA's K and grid, 1 for the others."""
+    wide = thread_tile(spec)[0] * thread_tile(spec)[1] > 64
+    return 0 if wide == wide_thread_tile_pays(k_per_cta, n_ctas, slots(spec, props)) else 1
 
 
 def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
@@ -236,12 +269,16 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     small_skinny = [s for s, _ in fits if s.role == "skinny"]
 
     # The tile kernels, by how well their output tiles fill the GPU.
+    def thread(s: KernelSpec) -> int:
+        return _thread_order(s, p.k, ctas(s, p), props)
+
     filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
     if filled:
-        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), -s.align))
-        order += sorted((s for s in tiled if s not in filled), key=lambda s: (-fill(s, p, props), -s.align))
+        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), thread(s), -s.align))
+        order += sorted((s for s in tiled if s not in filled),
+                        key=lambda s: (-fill(s, p, props), thread(s), -s.align))
     else:
-        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), -s.align))
+        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), thread(s), -s.align))
     best_tile = order[0] if order else None
 
     out: list[Ranked] = []
@@ -263,7 +300,8 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     # Split-K: few output tiles and a long K, or a very long K for accuracy.
     split_reasons: dict[str, str] = {}
     few_tiles = best_tile is None or fill(best_tile, p, props) < FILL_TARGET
-    for spec in sorted(splits, key=lambda s: (-(s.tile[0] * s.tile[1]), -s.align)):
+    offers: list[tuple[KernelSpec, Split | None, str]] = []
+    for spec in splits:
         if few_tiles:
             split, note = split_for(spec, p, props, workspace_bytes)
             # A split as full as the tiles is still taken: its waves hold more CTAs at once,
@@ -278,10 +316,17 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
             split, note = None, (f"{best_tile.name}'s {ctas(best_tile, p)} output tiles already fill "
                                  f"{fill(best_tile, p, props):.0%} of the {props.sm_count} SMs' resident slots, "
                                  f"and k={p.k} is below {ACCURACY_SPLIT_K}, where K is split for accuracy")
+        offers.append((spec, split, note))
+    # The largest tile that splits the problem; between thread tiles, the one the rule wants
+    # for each slice's K; then the widest accesses.
+    offers.sort(key=lambda o: (o[1] is None, -(o[0].tile[0] * o[0].tile[1]),
+                               _thread_order(o[0], o[1].k_chunk, ctas(o[0], p) * o[1].splits, props)
+                               if o[1] is not None else 0, -o[0].align))
+    for spec, split, note in offers:
         if split is not None and chosen is None:
             chosen = (spec, split, note)
         else:
-            split_reasons[spec.name] = note if split is None else f"{chosen[0].name} splits K already"
+            split_reasons[spec.name] = note if split is None else _split_taken(spec, split, chosen[0])
 
     if chosen is not None:
         spec, split, note = chosen
@@ -311,6 +356,14 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     return out + _short(short, workspace_bytes)
 
 
+def _split_taken(spec: KernelSpec, split: Split, taken: KernelSpec) -> str:
+    if spec.tile[:2] == taken.tile[:2] and thread_tile(spec) != thread_tile(taken):
+        tm, tn = thread_tile(taken)
+        return (f"{taken.name} splits K already: its {tm} x {tn} thread tile runs slices of "
+                f"{split.k_chunk} of K in {split.splits} slices faster")
+    return f"{taken.name} splits K already"
+
+
 def _short(short: list, workspace_bytes: int) -> list[Ranked]:
     return [Ranked(spec, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}")
             for spec, need in short]
@@ -318,6 +371,11 @@ def _short(short: list, workspace_bytes: int) -> list[Ranked]:
 
 def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DeviceProperties) -> str:
     mine, theirs = fill(spec, p, props), fill(best, p, props)
+    if spec.tile[:2] == best.tile[:2] and thread_tile(spec) != thread_tile(best):
+        (tm, tn), pays = thread_tile(best), wide_thread_tile_pays(p.k, ctas(best, p), slots(best, props))
+        return (f"{best.name}'s {tm} x {tn} thread tile runs this CTA tile faster: each CTA's K of {p.k} is "
+                + (f"at least {WIDE_THREAD_K}, or {WIDE_THREAD_ONE_WAVE_K} in one wave" if pays else
+                   f"below {WIDE_THREAD_K}, and below {WIDE_THREAD_ONE_WAVE_K} or more than one wave"))
     if theirs >= FILL_TARGET and mine >= FILL_TARGET:
         return (f"{best.name}'s larger {best.tile[0]}x{best.tile[1]} tile also fills the GPU "
                 f"({ctas(best, p)} CTAs for {props.sm_count} SMs)")

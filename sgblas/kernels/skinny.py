@@ -70,20 +70,27 @@ class SkinnyConfig:
     transb: str
     small: str  # "m" or "n": the dimension that is at most MP
     THREADS: int = 128
-    #: Launch bound: 3 CTAs of 128 threads per SM, at most 168 registers: the P x 4 accumulators
-    #: and two sets of 16-byte loads fit without spilling (2 CTAs of 256 threads, at most 128
-    #: registers, spilled 32-44 bytes).
-    min_blocks: int = 3
+    #: Launch bound, CTAs of 128 threads per SM; None takes the mode's. axpy: 3 (at most 168
+    #: registers: the P x 4 accumulators and two register sets of L fit without spilling; 2
+    #: CTAs of 256 threads at 128 registers spilled 32-44 bytes). dot: 4 (at most 128
+    #: registers, which fit once L goes through the shared ring rather than registers, and 4 x
+    #: 48 KB of shared memory fit in an SM): more CTAs put more of L in flight.
+    min_blocks: int | None = None
 
-    # dot: lanes per column along k, columns per lane, k per shared piece
+    # dot: lanes per column along k, columns per lane, k per shared piece, k steps in L's ring
     LK = 8
     NC = 4
     KC_DOT = 128
+    RING = 4
     # axpy: elements of Q per lane (one 16-byte vector), k per shared piece, k per step
     VQ = 4
     KC_AXPY = 32
     KU = 4
-    STAGES = 2  # shared stages of S
+    S_STAGES = 2  # shared stages of S
+
+    def __post_init__(self) -> None:
+        if self.min_blocks is None:
+            object.__setattr__(self, "min_blocks", 4 if self.mode == "dot" else 3)
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -105,6 +112,12 @@ class SkinnyConfig:
         return self.KC_DOT if self.mode == "dot" else self.KC_AXPY
 
     @property
+    def STAGES(self) -> int:
+        """The stage count in the name: L's ring depth (dot), S's shared stages (axpy); the
+        one that sets how much is in flight."""
+        return self.RING if self.mode == "dot" else self.S_STAGES
+
+    @property
     def QC(self) -> int:
         """Elements of Q (the large output dimension) one CTA owns."""
         if self.mode == "dot":
@@ -120,6 +133,13 @@ class SkinnyConfig:
     def launch_bounds(self) -> tuple[int, int]:
         return (self.THREADS, self.min_blocks)
 
+    def shared_bytes(self) -> int:
+        """Static shared memory per CTA: S's stages, and L's ring (dot)."""
+        floats = self.S_STAGES * MP * self.KC
+        if self.mode == "dot":
+            floats += self.RING * self.NC * self.THREADS * 4
+        return 4 * floats
+
     def name(self) -> str:
         t = self.tile
         return (f"sgemm_skinny_{self.mode}_{self.transa}{self.transb}".lower()
@@ -131,10 +151,16 @@ class SkinnyConfig:
         if self.mode == "dot":
             assert self.KC_DOT == self.THREADS, "each thread stages one k column of S per piece"
             assert self.NC == 4 and self.LK == 8, "the end-of-range reduction assumes 8 lanes x 4 columns"
-            assert 8 * self.NC * self.THREADS <= self.STAGES * MP * self.KC_DOT, \
+            assert 8 * self.NC * self.THREADS <= self.S_STAGES * MP * self.KC_DOT, \
                 "the reduction's 8-row rounds must fit in S's shared buffer"
+            steps = self.KC_DOT // (4 * self.LK)
+            # A ring slot must be a constant per unrolled step, and S's next piece, which rides
+            # in the group of the first step a piece issues, must land by the piece's last wait.
+            assert 2 <= self.RING <= steps and steps % self.RING == 0, "RING must divide the steps of a piece"
+            assert self.RING - 1 <= 7, "cp.async.wait_group takes 0..7"
         else:
             assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
+        assert self.shared_bytes() <= 48 * 1024, "static shared memory is limited to 48 KB per CTA"
 
 
 #: One kernel per transpose pair and small side: 8 variants, each the dot or axpy loop.
@@ -198,12 +224,12 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
     KC = cfg.KC
     SBUF = MP * KC  # floats per stage of S
     w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk):")
-    w(f"    Ss = cuda.shared.array({cfg.STAGES * SBUF}, float32{al})")
+    w(f"    Ss = cuda.shared.array({cfg.S_STAGES * SBUF}, float32{al})")
     if SIMULATOR:
         # Rows of S past P are never copied (their products are never stored); the simulator's
         # shared memory starts as arbitrary bits, whose products would only raise overflow
         # warnings there.
-        w(f"    for i in range(int(cuda.threadIdx.x), {cfg.STAGES * SBUF}, {cfg.THREADS}):")
+        w(f"    for i in range(int(cuda.threadIdx.x), {cfg.S_STAGES * SBUF}, {cfg.THREADS}):")
         w("        Ss[i] = float32(0)")
         w("    cuda.syncthreads()")
     w("    tid = uint32(cuda.threadIdx.x)")
@@ -231,7 +257,8 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
 
 def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str) -> None:
     """Issue the cp.async copies of S's piece ``piece`` into stage ``buf``: this thread copies
-    k column ``tid`` of the piece, every row (zero past P and past ke)."""
+    k column ``tid`` of the piece, every row (zero past P and past ke). Commits no group: the
+    caller decides which group they join."""
     w(f"{ind}sk = kb + {piece} * {SBUF // MP} + int64(tid)")
     w(f"{ind}skv = sk < ke")
     w(f"{ind}sg = sk * s_k if skv else int64(0)")
@@ -241,12 +268,11 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str) -> None:
     w(f"{ind}for t in range({MP}):")
     w(f"{ind}    if t < P:")
     w(f"{ind}        cp_async4(Ss, sd + t * {SBUF // MP}, {r['S']}, sg + t * s_p, uint32(4) if skv else uint32(0))")
-    w(f"{ind}cp_async_commit()")
 
 
 def _pieces(w, stage, load_l, compute, KC: int, SBUF: int, STEPS: int, *, first_k: str, fast_if: str,
             step_note: str, step_k: str, fast_note: str = "", sync_note: str = "") -> None:
-    """The K loop both modes share, after the prologue's ``if npieces > 0:``: S's pieces double
+    """The axpy K loop, after the prologue's ``if npieces > 0:``: S's pieces double
     buffered through shared memory (``stage(ind, piece, buf)`` issues one), two k steps of L
     per iteration in register sets 0 and 1, the second loading the step after it (past the
     piece, the next piece's first step; zeros past ke). The loop runs in two copies: a fast one
@@ -278,45 +304,58 @@ def _pieces(w, stage, load_l, compute, KC: int, SBUF: int, STEPS: int, *, first_
 
 
 def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
-    KC, NC, LK = cfg.KC, cfg.NC, cfg.LK
-    STEPS = KC // (4 * LK)  # k steps of 32 per piece
+    KC, NC, LK, R, T = cfg.KC, cfg.NC, cfg.LK, cfg.RING, cfg.THREADS
+    SK = 4 * LK  # k per step
+    STEPS = KC // SK
+    SLOT = NC * T * 4  # floats per ring slot: one step of every thread's NC vectors
     Lr = r["L"]
+    al = "" if SIMULATOR else ", alignment=16"
+    # Ring slot j holds step g of L when g % R == j: vector c of thread t at
+    # ((j * NC + c) * T + t) * 4, so a warp's 16-byte copies and reads are consecutive.
+    w(f"    Lring = cuda.shared.array({R * SLOT}, float32{al})")
     w(f"    lr = lane % uint32({LK})   # 4 * lr: my k offset in a step")
     w(f"    slot = lane // uint32({LK})")
     w(f"    qb = int64(cuda.blockIdx.x) * {cfg.QC} + int64(warp * uint32({(32 // LK) * NC}) + slot)")
+    # Column c is q_c = qb + 4 c; it exists when qn > 4 c (one register, not four q_c).
+    w(f"    qn = uint32(min(max(Q - qb, int64(0)), int64({NC * (32 // LK)})))")
     for c in range(NC):
-        w(f"    q{c} = qb + {c * (32 // LK)}")
-        w(f"    ok{c} = q{c} < Q")
-        w(f"    lc{c} = (q{c} if ok{c} else int64(0)) * ldl")
-    w("    all_ok = " + " and ".join(f"ok{c}" for c in range(NC)))
+        w(f"    lc{c} = (qb + {c * (32 // LK)} if qn > uint32({c * (32 // LK)}) else int64(0)) * ldl")
+    w(f"    all_ok = qn > uint32({(NC - 1) * (32 // LK)})")
+    w("    rt = int64(tid) * 4  # my vectors' offset in a ring slot's column block")
+    w("    k4 = int64(lr * uint32(4))")
     w(f"    acc = cuda.local.array({MP * NC}, float32)   # acc[i * {NC} + c]: row i, column q_c")
     w(f"    for i in range({MP * NC}):")
     w("        acc[i] = float32(0)")
-    w(f"    fb = cuda.local.array({2 * NC * 4}, float32)  # L vectors, two steps: fb[set*16 + c*4 + e]")
-    w(f"    for i in range({2 * NC * 4}):")
-    w("        fb[i] = float32(0)")
 
-    def load_l(ind: str, kexpr: str, s: int, fast: bool = False) -> None:
-        """Load the step at k offset kexpr (this lane's 4 k values) of my NC columns into set s;
-        ``fast``: every load is known to be whole and in range, so none is tested."""
-        w(f"{ind}kn = {kexpr}")
-        if fast:
-            for c in range(NC):
-                o = s * NC * 4 + c * 4
-                w(f"{ind}fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lc{c} + kn)")
-            return
-        w(f"{ind}full = kn + 4 <= ke")
+    def copy_l(ind: str, kstep: str, j: int, fast: bool) -> None:
+        """Copy my vectors of the step starting at k = kstep into ring slot j; ``fast``: every
+        vector is known to be whole and before ke. Otherwise a step starting at or past ke is
+        not copied (it is not multiplied either) and a vector reaching past ke or in a column
+        past Q is copied element by element, zeros past ke: L's zeros meet S's zeros there,
+        where stale ring values could be Inf or NaN."""
+        p = ind
+        if not fast:
+            w(f"{ind}if {kstep} < ke:")
+            p = ind + "    "
+        w(f"{p}kn = {kstep} + k4")
         for c in range(NC):
-            o = s * NC * 4 + c * 4
-            w(f"{ind}if ok{c} and full:")
-            w(f"{ind}    fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lc{c} + kn)")
-            w(f"{ind}else:")
+            d = f"{(j * NC + c) * T * 4} + rt"
+            if fast:
+                w(f"{p}cp_async16(Lring, {d}, {Lr}, lc{c} + kn, uint32(16))")
+                continue
+            w(f"{p}if qn > uint32({c * (32 // LK)}) and kn + 4 <= ke:")
+            w(f"{p}    cp_async16(Lring, {d}, {Lr}, lc{c} + kn, uint32(16))")
+            w(f"{p}else:")
             for e in range(4):
-                w(f"{ind}    fb[{o + e}] = ldg1({Lr}, lc{c} + kn + {e}) if ok{c} and kn + {e} < ke "
-                  f"else float32(0)")
+                w(f"{p}    v = qn > uint32({c * (32 // LK)}) and kn + {e} < ke")
+                w(f"{p}    cp_async4(Lring, {d} + {e}, {Lr}, lc{c} + kn + {e} if v else int64(0), "
+                  f"uint32(4) if v else uint32(0))")
 
-    def compute(ind: str, st: str, s: int) -> None:
-        w(f"{ind}so = boff + {st} * {4 * LK} + int64(lr * uint32(4))")
+    def compute(ind: str, st: str, j: int) -> None:
+        """Multiply the step st of this piece, read from ring slot j, into the accumulators."""
+        for c in range(NC):
+            w(f"{ind}b{c}0, b{c}1, b{c}2, b{c}3 = lds4(Lring, {(j * NC + c) * T * 4} + rt)")
+        w(f"{ind}so = boff + {st} * {SK} + k4")
         for rb in range(MP // 4):
             p = ind
             if rb:
@@ -324,18 +363,60 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
                 p = ind + "    "
             w(f"{p}for rr in range(4):")
             w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC})")
-            w(f"{p}    for c in range({NC}):")
-            for e in range(4):
-                w(f"{p}        acc[({4 * rb} + rr) * {NC} + c] += a{e} * fb[{s * NC * 4} + c * 4 + {e}]")
+            w(f"{p}    ai = ({4 * rb} + rr) * {NC}")
+            for c in range(NC):
+                for e in range(4):
+                    w(f"{p}    acc[ai + {c}] += a{e} * b{c}{e}")
 
-    w("    # ---- prologue: S's first piece, and my first step of L")
+    # cp.async groups, one FIFO per thread: the prologue commits S's piece 0 as a group of its
+    # own, then one group per step of L, always (empty past the end), so a group's place in the
+    # FIFO is fixed. S's piece pc + 1 joins the group of the first step piece pc issues (step
+    # pc * STEPS + R - 1, which is at most the piece's last step since R <= STEPS).
+    # * Step g: after committing step g + R - 1, the R - 1 newest groups are steps g + 1 ..
+    #   g + R - 1, so wait_group(R - 1) completes step g and all before it, including S's piece
+    #   pc + 1 by the piece's last step.
+    # * Piece pc's start: the R - 1 newest groups are steps pc * STEPS .. pc * STEPS + R - 2,
+    #   so wait_group(R - 1) completes S's piece pc (piece 0: the group before step 0; later
+    #   ones: already complete at the last step's wait). The barrier after it publishes the
+    #   piece to every thread and tells this thread that everyone is done with the stage that
+    #   piece pc + 1 is then copied into, so one barrier a piece is enough.
+    # * L needs no barrier: a thread reads only the slots it copied into, and it refills slot
+    #   (g - 1) % R only after it multiplied the values it read from there.
+    wait = f"cp_async_wait{R - 1}()"
+    w("    # ---- prologue: S's piece 0, then my first R - 1 steps of L")
     w("    if npieces > 0:")
-    # The fast copy of the loop tests nothing: my columns exist and the piece, with the next
-    # piece's first step, lies before ke (every piece but the last one or two).
-    _pieces(w, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf), load_l, compute, KC, SBUF, STEPS,
-            first_k="kb + int64(lr * uint32(4))", fast_if=f"all_ok and kp + {KC + 4 * LK} <= ke",
-            step_note="step st + 1 of L", step_k=f"{4 * LK} + int64(lr * uint32(4))",
-            sync_note="  # everyone is done with this stage before it is refilled")
+    _stage_dot(w, "        ", r, SBUF, "int64(0)", "int64(0)")
+    w("        cp_async_commit()")
+    for j in range(R - 1):
+        copy_l("        ", f"kb + {j * SK}", j, fast=False)
+        w("        cp_async_commit()")
+    w("        for pc in range(npieces):")
+    w(f"            kp = kb + pc * {KC}")
+    w(f"            boff = (pc & 1) * {SBUF}")
+    w(f"            {wait}")
+    w("            cuda.syncthreads()")
+    w("            if pc + 1 < npieces:")
+    _stage_dot(w, "                ", r, SBUF, "(pc + 1)", "((pc + 1) & 1)")
+    # The fast copy tests nothing: my columns exist and every step this piece copies (up to
+    # R - 1 steps into the next piece) lies before ke.
+    w(f"            if all_ok and kp + {KC + (R - 1) * SK} <= ke:")
+    ind = "                "
+    for fast in (True, False):
+        if not fast:
+            w("            else:")
+        w(f"{ind}for sp in range({STEPS // R}):")
+        for j in range(R):
+            w(f"{ind}    st = sp * {R} + {j}")
+            w(f"{ind}    # step st: copy step st + {R - 1} into slot {(j + R - 1) % R}, multiply slot {j}")
+            copy_l(ind + "    ", f"kp + (st + {R - 1}) * {SK}", (j + R - 1) % R, fast)
+            w(f"{ind}    cp_async_commit()")
+            w(f"{ind}    {wait}")
+            if fast:
+                compute(ind + "    ", "st", j)
+            else:
+                w(f"{ind}    if kp + st * {SK} < ke:")
+                compute(ind + "        ", "st", j)
+    w("        cp_async_wait_all()  # only empty groups are left; nothing lands after the kernel")
 
     w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")
     w("    gb = int64(warp * uint32(32) + slot * uint32(8))")
@@ -356,8 +437,8 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             w(f"{p}    t{c} += Ss[rb{c} + l]")
         w(f"{p}if i < P:")
         for c in range(NC):
-            w(f"{p}    if ok{c}:")
-            w(f"{p}        off = c_s + i * c_p + q{c} * c_q")
+            w(f"{p}    if qn > uint32({c * (32 // LK)}):")
+            w(f"{p}        off = c_s + i * c_p + (qb + {c * (32 // LK)}) * c_q")
             w(f"{p}        C[off] = alpha * t{c} + beta * C[off] if for_beta else alpha * t{c}")
 
 

@@ -12,20 +12,23 @@ from sgblas.runtime.device import SIMULATOR
 __all__ = ["build_pyfunc"]
 
 
-def _namespace() -> dict:
+def _namespace(cfg: SkinnyConfig) -> dict:
     from numba import cuda, float32, int64, uint32
 
     from sgblas.kernels import memory
 
-    return {
+    ns = {
         "__name__": skinny.__name__,
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
         "ldg4": memory.ldg4, "lds4": memory.lds4, "ldg1": memory.ldg1,
-        "cp_async4": memory.cp_async4, "cp_async_commit": memory.cp_async_commit,
-        "cp_async_wait_all": memory.cp_async_wait_all,
-        # The count of a wait_group must be a constant: the factory makes that intrinsic.
-        "cp_async_wait1": memory.cp_async_wait_group(1),
+        "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
+        "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
     }
+    # The count of a wait_group must be a constant: the factory makes that intrinsic. axpy
+    # waits for all but S's newest piece, dot for all but L's RING - 1 newest steps.
+    for count in {1, cfg.RING - 1}:
+        ns[f"cp_async_wait{count}"] = memory.cp_async_wait_group(count)
+    return ns
 
 
 def build_pyfunc(cfg: SkinnyConfig, fname: str):
@@ -38,6 +41,6 @@ def build_pyfunc(cfg: SkinnyConfig, fname: str):
         # Numba's cache keys a function by its file: the generator's file, so editing it
         # invalidates what was cached (the sizes are literals in the generated text).
         filename = skinny.__file__
-    ns = _namespace()
+    ns = _namespace(cfg)
     exec(compile(src, filename, "exec"), ns)  # noqa: S102 - source generated above
     return ns[fname]

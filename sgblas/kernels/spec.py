@@ -149,13 +149,23 @@ _T64 = dict(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4, group_m=8, mi
 #: thread in this tile, 8 in the large one), which spills under 4 CTAs' 128-register cap, so
 #: these run 3 CTAs per SM (168 registers).
 _T64_KA = dict(_T64, min_blocks=3)
+#: 128x128x16 with 4 warps of 64 x 64 and a 16 x 8 thread tile: 2 CTAs per SM of 128 threads
+#: at up to 255 registers. Three fragment loads per 64 FMAs instead of four, so the K loop is
+#: faster once it reaches its steady state, with half the resident warps to hide latency: NN
+#: and NT only (both copy A by ``cp.async``; TN and TT ran slower with it), 16-byte class only
+#: (the narrower classes' copy instructions cost more than the tile saves), and the heuristic
+#: takes it only for a long K per CTA (docs/tuning.md, "Run G").
+_T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
 
 #: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
 #: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
 #: tests follow from it. Every pair has both tiles in the 16- and 4-byte classes and the large
 #: tile in the 8-byte class; each row costs 20-30 s of single-threaded compile at warm-up, and
-#: an 8-byte problem too small for the large tile runs the small tile's 4-byte variant.
+#: an 8-byte problem too small for the large tile runs the small tile's 4-byte variant. NN and NT
+#: add the large tile with the 16 x 8 thread tile in the 16-byte class.
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
+    TileConfig(**_T128W, transa="N", transb="N", align=16),
+    TileConfig(**_T128W, transa="N", transb="T", align=16),
     TileConfig(**_T128, transa="N", transb="N", align=16),
     TileConfig(**_T128, transa="N", transb="T", align=16),
     TileConfig(**_T128, transa="T", transb="N", align=16),

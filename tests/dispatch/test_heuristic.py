@@ -39,44 +39,86 @@ def chosen(m, n, k, pair="NN", props=H200, workspace=WORKSPACE):
 
 @pytest.mark.parametrize("pair", PAIRS)
 def test_many_tile_shapes_keep_the_tile_kernels(pair):
-    tag = pair.lower()
-    assert chosen(2048, 2048, 2048, pair).spec.name == f"sgemm_simt_{tag}_128x128x16_2s_a16"
+    c = chosen(2048, 2048, 2048, pair)
+    assert c.spec.role == "gemm" and c.spec.tile == (128, 128, 16) and c.spec.align == 16, c.spec.name
     for shape in ((4096, 4096, 4096), (5000, 3000, 1000), (4096, 4096, 64), (8192, 8192, 8192)):
         c = chosen(*shape, pair)
         assert c.spec.role == "gemm" and c.split is None, (shape, c.spec.name)
 
 
 FEW_TILE_SHAPES = [
-    # (shape, splits and slice on 132 SMs for the 128x128 slice kernel, 2 CTAs per SM)
-    ((1024, 1024, 1024), 4, 256),     # 64 tiles: one wave of 256 CTAs for 264 slots
-    ((128, 8192, 8192), 4, 2048),
-    ((8192, 128, 8192), 4, 2048),
-    ((1536, 1536, 1536), 3, 512),     # 144 tiles: three partials are what 32 MiB holds
+    # (shape, splits and slice on 132 SMs for the 128x128 slice kernels, 2 CTAs per SM; the
+    # thread tile NN and NT take: 16 x 8 for slices of at least 4096, or 2048 in one wave)
+    ((1024, 1024, 1024), 4, 256, "8x8"),      # 64 tiles: one wave of 256 CTAs for 264 slots
+    ((128, 8192, 8192), 4, 2048, "16x8"),
+    ((8192, 128, 8192), 4, 2048, "16x8"),
+    ((1536, 1536, 1536), 3, 512, "8x8"),      # 144 tiles: three partials are what 32 MiB holds
     # From k = 16384 on, as many splits as the workspace and MAX_SPLITS allow, for accuracy:
-    ((1000, 1000, 100000), 8, 12512),   # 8 partials of 4 MB
-    ((512, 512, 65536), 32, 2048),      # 32 partials of 1 MiB
-    ((256, 256, 16384), 128, 128),      # 128 partials of 256 KiB, slices down to 128
-    ((256, 256, 32768), 128, 256),
-    ((256, 256, 262144), 128, 2048),
+    ((1000, 1000, 100000), 8, 12512, "16x8"),  # 8 partials of 4 MB
+    ((512, 512, 65536), 32, 2048, "8x8"),      # 32 partials of 1 MiB: 512 CTAs, two waves
+    ((256, 256, 16384), 128, 128, "8x8"),      # 128 partials of 256 KiB, slices down to 128
+    ((256, 256, 32768), 128, 256, "8x8"),
+    ((256, 256, 262144), 128, 2048, "8x8"),
 ]
 
 
+def _tile_name(kind, pair, thread, align=16):
+    t = "" if thread == "8x8" else "t" + thread
+    return f"sgemm_{kind}_{pair.lower()}_128x128x16{t}_2s_a{align}"
+
+
 @pytest.mark.parametrize("pair", ["NN", "NT"])
-@pytest.mark.parametrize("shape, splits, k_chunk", FEW_TILE_SHAPES)
-def test_few_output_tiles_split_k(pair, shape, splits, k_chunk):
+@pytest.mark.parametrize("shape, splits, k_chunk, thread", FEW_TILE_SHAPES)
+def test_few_output_tiles_split_k(pair, shape, splits, k_chunk, thread):
     c = chosen(*shape, pair)
-    assert c.spec.name == f"sgemm_splitk_{pair.lower()}_128x128x16_2s_a16", c.spec.name
+    assert c.spec.name == _tile_name("splitk", pair, thread), c.spec.name
     assert c.spec.blocks_per_sm == 2
     assert c.split == heuristic.Split(splits, k_chunk)
     reasons = dict(c.passed_over)
     tile = reasons[f"sgemm_simt_{pair.lower()}_128x64x16_2s_a16"]
     assert "splits K instead" in tile and "CTAs fill" in tile, tile
     assert reasons[f"sgemm_splitk_{pair.lower()}_128x64x16_2s_a16"].endswith("splits K already")
+    other = reasons[_tile_name("splitk", pair, "16x8" if thread == "8x8" else "8x8")]
+    assert other == (f"{c.spec.name} splits K already: its {thread.replace('x', ' x ')} thread tile runs "
+                     f"slices of {k_chunk} of K in {splits} slices faster"), other
     assert str(splits) in c.note and "workspace" in c.note
 
 
+@pytest.mark.parametrize("pair", ["NN", "NT"])
+@pytest.mark.parametrize("shape, thread", [
+    ((2048, 2048, 2048), "16x8"),     # 256 CTAs, one wave of 264 slots, K 2048
+    ((4096, 4096, 4096), "16x8"),     # K 4096, several waves
+    ((8192, 8192, 8192), "16x8"),
+    ((3072, 3072, 2048), "8x8"),      # K 2048 in 2.2 waves
+    ((6144, 6144, 1536), "8x8"),
+    ((4096, 4096, 1024), "8x8"),
+    ((4096, 4096, 64), "8x8"),
+])
+def test_the_thread_tile_follows_the_k_each_cta_runs(pair, shape, thread):
+    c = chosen(*shape, pair)
+    assert c.spec.name == _tile_name("simt", pair, thread) and c.split is None, c.spec.name
+    other = dict(c.passed_over)[_tile_name("simt", pair, "16x8" if thread == "8x8" else "8x8")]
+    assert other.startswith(f"{c.spec.name}'s {thread.replace('x', ' x ')} thread tile runs this CTA tile "
+                            f"faster: each CTA's K of {shape[2]} is "), other
+
+
+@pytest.mark.parametrize("pair", ["TN", "TT"])
+def test_the_16x8_thread_tile_is_for_nn_and_nt_only(pair):
+    for shape in ((4096, 4096, 4096), (128, 8192, 8192)):
+        assert "t16x8" not in chosen(*shape, pair).spec.name
+    # A narrower alignment class has no 16 x 8 row: the 8 x 8 one of that class runs.
+    c = choose(problem(4096, 4096, 4096, "NN")._replace(lda=4098), H200, WORKSPACE)
+    assert c.spec.name == "sgemm_simt_nn_128x128x16_2s_a8", c.spec.name
+
+
+def test_wide_thread_tile_rule():
+    pays = heuristic.wide_thread_tile_pays
+    assert pays(4096, 10_000, 264) and pays(2048, 264, 264)
+    assert not pays(2048, 265, 264) and not pays(2032, 1, 264) and not pays(4080, 265, 264)
+
+
 @pytest.mark.parametrize("pair", PAIRS)
-@pytest.mark.parametrize("shape", [s for s, _, _ in FEW_TILE_SHAPES])
+@pytest.mark.parametrize("shape", [s for s, _, _, _ in FEW_TILE_SHAPES])
 def test_every_pair_splits_into_full_waves_or_for_accuracy(pair, shape):
     """Below ACCURACY_SPLIT_K the split fills one wave of resident slots, or whole waves at
     least WAVE_TARGET full, within what the workspace holds; from it on, it takes the most
@@ -133,7 +175,7 @@ def test_the_workspace_caps_the_splits_and_too_little_takes_a_kernel_that_needs_
 
 def test_long_k_is_split_for_accuracy_when_the_workspace_holds_it():
     c = chosen(2048, 2048, 16384)
-    assert c.spec.name == "sgemm_splitk_nn_128x128x16_2s_a16" and c.split == heuristic.Split(2, 8192)
+    assert c.spec.name == "sgemm_splitk_nn_128x128x16t16x8_2s_a16" and c.split == heuristic.Split(2, 8192)
     # 8 slices of 8192: 8 partials of 16 MiB do not fit in 32 MiB, and fewer would not be
     # short enough, so the tile kernel runs it.
     c = chosen(2048, 2048, 65536)
@@ -142,14 +184,14 @@ def test_long_k_is_split_for_accuracy_when_the_workspace_holds_it():
     # Below ACCURACY_SPLIT_K, tiles that fill the GPU are not split.
     assert chosen(2048, 2048, 8192).split is None
     # A problem too large for the workspace keeps the tile kernel (no error, no split).
-    assert chosen(4096, 4096, 16384).spec.name == "sgemm_simt_nn_128x128x16_2s_a16"
+    assert chosen(4096, 4096, 16384).spec.name == "sgemm_simt_nn_128x128x16t16x8_2s_a16"
 
 
 @pytest.mark.parametrize("shape, name, splits", [
-    ((3, 8192, 8192), "sgemm_skinny_dot_nn_16x64x128_2s_a16", 3),
+    ((3, 8192, 8192), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 4),
     ((8192, 3, 8192), "sgemm_skinny_axpy_nn_512x16x32_2s_a16", 24),
-    ((16, 16384, 4096), "sgemm_skinny_dot_nn_16x64x128_2s_a16", 3),
-    ((1, 16384, 16384), "sgemm_skinny_dot_nn_16x64x128_2s_a16", 3),
+    ((16, 16384, 4096), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 2),
+    ((1, 16384, 16384), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 2),
 ])
 def test_skinny_shapes_take_the_skinny_kernels(shape, name, splits):
     c = chosen(*shape)
@@ -174,7 +216,7 @@ def test_skinny_covers_every_pair_and_side(pair):
 def test_small_skinny_products_stay_on_the_tile_kernels():
     c = chosen(6, 500, 400)  # 800 KB of B: launch latency, not bandwidth
     assert c.spec.role == "gemm"
-    reason = dict(c.passed_over)["sgemm_skinny_dot_nn_16x64x128_2s_a16"]
+    reason = dict(c.passed_over)["sgemm_skinny_dot_nn_16x64x128_4s_a16"]
     assert reason.startswith("the large operand has only 800000 bytes"), reason
 
 

@@ -155,9 +155,9 @@ def test_spec_follows_its_manifest_row(name):
     spec = SIMT[name]
     cfg = spec.config
     cfg.check()
-    assert re.fullmatch(r"sgemm_simt_(nn|nt|tn|tt)_\d+x\d+x\d+_\ds_a(16|8|4)", name), name
+    assert re.fullmatch(r"sgemm_simt_(nn|nt|tn|tt)_\d+x\d+x\d+(t\d+x\d+)?_\ds_a(16|8|4)", name), name
     assert name == (f"sgemm_simt_{cfg.transa}{cfg.transb}".lower()
-                    + f"_{cfg.BM}x{cfg.BN}x{cfg.BK}_{cfg.STAGES}s_a{cfg.align}")
+                    + f"_{cfg.name()}_{cfg.STAGES}s_a{cfg.align}")
     assert spec.pair == cfg.pair and spec.align == cfg.align and spec.role == "gemm"
     assert spec.abi is abi.GEMM and spec.tile == (cfg.BM, cfg.BN, cfg.BK)
     assert spec.block == (cfg.THREADS, 1, 1) and spec.launch_bounds == (cfg.THREADS, cfg.min_blocks)

@@ -197,7 +197,12 @@ def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
         assert ".ftz" not in ptx, f"{name} flushes denormals"
         for bad in ("mma.sync", "wgmma", ".tf32"):
             assert bad not in ptx, f"{name} has {bad}"
-        assert "ld.global.v4.f32" in ptx, f"{name} has no 16-byte global load"
+    # dot streams L into its shared ring with 16-byte cp.async; axpy and the reduction load
+    # 16 bytes into registers.
+    dot, axpy = names[0], names[1]
+    assert "cp.async.cg.shared.global" in ptxs[dot] and ", 16, " in ptxs[dot], f"{dot} has no 16-byte cp.async"
+    for name in (axpy, reduce.NAME):
+        assert "ld.global.v4.f32" in ptxs[name], f"{name} has no 16-byte global load"
     for name in names[:2]:
         assert "ld.shared.v4.f32" in ptxs[name] and "cp.async.ca.shared.global" in ptxs[name]
         assert ptxs[name].count("fma.rn.f32") >= 256

@@ -35,9 +35,11 @@ from sgblas.runtime.loader import dispatcher
 from sgblas.testing import GemmCase
 
 PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
-#: The slice kernel the heuristic takes for each pair: the largest tile that splits.
+#: The slice kernel the heuristic takes for each pair's short slices: the largest tile that
+#: splits, with the 8 x 8 thread tile.
 SPLIT_SPECS = {}
-for _spec in sorted((s for s in GEMM_KERNELS if s.role == "splitk"), key=lambda s: -s.tile[0] * s.tile[1]):
+for _spec in sorted((s for s in GEMM_KERNELS if s.role == "splitk"),
+                    key=lambda s: (-s.tile[0] * s.tile[1], heuristic.thread_tile(s) != (8, 8))):
     SPLIT_SPECS.setdefault(_spec.pair, _spec)
 
 
@@ -237,8 +239,9 @@ def test_the_registry_rows():
         assert spec.abi.name == "gemm_split"
     names = {s.name for s in rows}
     want = {f"sgemm_splitk_{a}{b}_{tile}x16_2s_a16".lower() for a, b in PAIRS for tile in ("128x128", "128x64")}
+    want |= {"sgemm_splitk_nn_128x128x16t16x8_2s_a16", "sgemm_splitk_nt_128x128x16t16x8_2s_a16"}
     assert names == want - {"sgemm_splitk_tn_128x128x16_2s_a16"}  # it spills: docs/tuning.md
-    assert len(splitk.split_manifest(SIMT_MANIFEST)) == 7
+    assert len(splitk.split_manifest(SIMT_MANIFEST)) == 9
     red = by_name(reduce.NAME)
     assert red in REGISTRY and red not in GEMM_KERNELS and red.role == "reduce"
     # The general kernels stay last: the backstop.

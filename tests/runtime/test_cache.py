@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -495,9 +496,20 @@ def test_a_read_only_cache_missing_an_entry_still_gives_a_working_cubin(location
 
 @pytest.fixture(scope="module")
 def site_cache(tmp_path_factory):
-    """A complete cache for the current device, made by the warm-up command."""
+    """A complete cache for the current device, made by the warm-up command.
+
+    The site starts with the entries of the current key that this process's caches hold
+    already (the warm-up command loads and checks each, and compiles only what they lack): a
+    cold warm-up of the whole registry costs minutes, and the tests that use this fixture are
+    about what an import does with the site, not about compiling."""
     site = tmp_path_factory.mktemp("site")
     os.chmod(site, 0o755)
+    key = kernel_cache.source_key()
+    for location in kernel_cache.search_path():
+        for entry in sorted(Path(location.path).glob(f"*.{key}.cubin")):
+            if not (site / entry.name).exists():
+                shutil.copyfile(entry, site / entry.name)
+                os.chmod(site / entry.name, 0o644)
     # An empty per-user cache: entries found there would not be written to the site.
     user = tmp_path_factory.mktemp("empty-user-cache")
     env = dict(os.environ, **{kernel_cache.CACHE_DIR_VARIABLE: str(site)}, NUMBA_CACHE_DIR=str(user))
