@@ -11,7 +11,7 @@ Hierarchy (all sizes are :class:`TileConfig` fields; derived sizes are asserted 
   the next step's copy overlaps the current step's arithmetic (one barrier per step).
 * ``WARPS_M x WARPS_N`` warps, each owning a ``WM x WN`` warp tile, its 32 lanes laid out
   ``LANES_M x LANES_N``.
-* Each thread owns a ``TM x TN`` accumulator tile (8 x 8 in every shipped row) made of
+* Each thread owns a ``TM x TN`` accumulator tile (8 x 8; 16 x 8 in the wide rows of NN and NT) made of
   ``TM / 4 x TN / 4`` sub-tiles of 4 x 4, spaced ``WM / (TM / 4)`` (``WN / (TN / 4)``) apart,
   so that at every k its TM A values and TN B values come from shared memory as 16-byte loads,
   and a warp's 16-byte loads fall in distinct banks or broadcast. A larger thread tile spends

@@ -20,10 +20,12 @@ one. Two layouts of L need two loops:
   being a broadcast 16-byte shared load. No lane shares an output with another.
 
 Both stage S through shared memory in pieces of ``KC`` k values, double-buffered with 4-byte
-``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic, and
-both load the next k step of L before multiplying the current one (register double
-buffering), so each lane keeps 4 x 16 bytes of L in flight; each has a copy of its loop with no
-bounds tests, taken for the pieces that lie wholly inside the matrix. Rows of S past P are not
+``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic. L:
+*dot* copies each lane's k steps with 16-byte ``cp.async`` into a ring of ``RING`` (4) steps in
+shared memory, so three steps are in flight while one is multiplied, at 128 registers (4 CTAs a
+SM); *axpy* loads the next k step into registers before multiplying the current one (register
+double buffering). Each has a copy of its loop with no bounds tests, taken for the pieces that
+lie wholly inside the matrix. Rows of S past P are not
 copied (their stale values reach only accumulators that are never stored; past the end of K the
 copies zero-fill, since L's zeros times a stale NaN would not be zero); the multiply-adds of a
 row block of 4 are skipped when the whole block is past P (a branch the CTA takes uniformly),
