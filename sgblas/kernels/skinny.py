@@ -21,10 +21,11 @@ one. Two layouts of L need two loops:
 
 Both stage S through shared memory in pieces of ``KC`` k values, double-buffered with 4-byte
 ``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic. L:
-*dot* copies each lane's k steps with 16-byte ``cp.async`` into a ring of ``RING`` (4) steps in
+*dot* copies each lane's k steps with 16-byte ``cp.async`` into a ring of ``ring`` (4) steps in
 shared memory, so three steps are in flight while one is multiplied, at 128 registers (4 CTAs a
 SM); *axpy* loads the next k step into registers before multiplying the current one (register
-double buffering). Each has a copy of its loop with no bounds tests, taken for the pieces that
+double buffering), or, with ``ring`` set (a generator option no manifest row uses yet:
+docs/tuning.md, "Run H"), copies its steps through a ring as the dot loop does. Each has a copy of its loop with no bounds tests, taken for the pieces that
 lie wholly inside the matrix. Rows of S past P are not
 copied (their stale values reach only accumulators that are never stored; past the end of K the
 copies zero-fill, since L's zeros times a stale NaN would not be zero); the multiply-adds of a
@@ -78,12 +79,14 @@ class SkinnyConfig:
     #: registers, which fit once L goes through the shared ring rather than registers, and 4 x
     #: 48 KB of shared memory fit in an SM): more CTAs put more of L in flight.
     min_blocks: int | None = None
+    #: k steps of L in flight through a shared ring of 16-byte ``cp.async`` copies; 0: L goes
+    #: through registers, one step ahead. None takes the mode's: dot 4, axpy 0.
+    ring: int | None = None
 
-    # dot: lanes per column along k, columns per lane, k per shared piece, k steps in L's ring
+    # dot: lanes per column along k, columns per lane, k per shared piece
     LK = 8
     NC = 4
     KC_DOT = 128
-    RING = 4
     # axpy: elements of Q per lane (one 16-byte vector), k per shared piece, k per step
     VQ = 4
     KC_AXPY = 32
@@ -91,7 +94,11 @@ class SkinnyConfig:
     S_STAGES = 2  # shared stages of S
 
     def __post_init__(self) -> None:
+        if self.ring is None:
+            object.__setattr__(self, "ring", 4 if self.mode == "dot" else 0)
         if self.min_blocks is None:
+            # axpy's 64 accumulators spill under 128 registers even with L in a ring (16 bytes,
+            # ptxas 13.5), and 3 CTAs' rings already hold 9 steps of L in flight per SM.
             object.__setattr__(self, "min_blocks", 4 if self.mode == "dot" else 3)
 
     @property
@@ -115,9 +122,9 @@ class SkinnyConfig:
 
     @property
     def STAGES(self) -> int:
-        """The stage count in the name: L's ring depth (dot), S's shared stages (axpy); the
-        one that sets how much is in flight."""
-        return self.RING if self.mode == "dot" else self.S_STAGES
+        """The stage count in the name: L's ring depth, or S's shared stages when L goes
+        through registers; the one that sets how much is in flight."""
+        return self.ring if self.ring else self.S_STAGES
 
     @property
     def QC(self) -> int:
@@ -136,10 +143,10 @@ class SkinnyConfig:
         return (self.THREADS, self.min_blocks)
 
     def shared_bytes(self) -> int:
-        """Static shared memory per CTA: S's stages, and L's ring (dot)."""
+        """Static shared memory per CTA: S's stages, and L's ring."""
         floats = self.S_STAGES * MP * self.KC
-        if self.mode == "dot":
-            floats += self.RING * self.NC * self.THREADS * 4
+        per_step = self.NC if self.mode == "dot" else self.KU  # 16-byte vectors a thread copies
+        floats += self.ring * per_step * self.THREADS * 4
         return 4 * floats
 
     def name(self) -> str:
@@ -155,13 +162,18 @@ class SkinnyConfig:
             assert self.NC == 4 and self.LK == 8, "the end-of-range reduction assumes 8 lanes x 4 columns"
             assert 8 * self.NC * self.THREADS <= self.S_STAGES * MP * self.KC_DOT, \
                 "the reduction's 8-row rounds must fit in S's shared buffer"
-            steps = self.KC_DOT // (4 * self.LK)
-            # A ring slot must be a constant per unrolled step, and S's next piece, which rides
-            # in the group of the first step a piece issues, must land by the piece's last wait.
-            assert 2 <= self.RING <= steps and steps % self.RING == 0, "RING must divide the steps of a piece"
-            assert self.RING - 1 <= 7, "cp.async.wait_group takes 0..7"
+            assert self.ring, "the dot loop reads L through its ring"
         else:
             assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
+        if self.ring:
+            steps = self.KC // (4 * self.LK) if self.mode == "dot" else self.KC_AXPY // self.KU
+            # A ring slot must be a constant per unrolled step, and S's next piece, which rides
+            # in the group of the first step a piece issues, must land by the piece's last wait.
+            assert 2 <= self.ring <= steps and steps % self.ring == 0, "the ring must divide the steps of a piece"
+            assert self.ring - 1 <= 7, "cp.async.wait_group takes 0..7"
+            # (A ring of 2 keeps one step in flight, as the registers do, and its name would
+            # be the register loop's.)
+            assert self.mode == "dot" or self.ring >= 3, "an axpy ring needs at least 3 steps"
         assert self.shared_bytes() <= 48 * 1024, "static shared memory is limited to 48 KB per CTA"
 
 
@@ -306,7 +318,7 @@ def _pieces(w, stage, load_l, compute, KC: int, SBUF: int, STEPS: int, *, first_
 
 
 def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
-    KC, NC, LK, R, T = cfg.KC, cfg.NC, cfg.LK, cfg.RING, cfg.THREADS
+    KC, NC, LK, R, T = cfg.KC, cfg.NC, cfg.LK, cfg.ring, cfg.THREADS
     SK = 4 * LK  # k per step
     STEPS = KC // SK
     SLOT = NC * T * 4  # floats per ring slot: one step of every thread's NC vectors
@@ -456,11 +468,14 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w(f"    acc = cuda.local.array({MP * VQ}, float32)   # acc[p * 4 + e]: row p, element q + e")
     w(f"    for i in range({MP * VQ}):")
     w("        acc[i] = float32(0)")
-    w(f"    fb = cuda.local.array({2 * KU * 4}, float32)  # L vectors, two steps: fb[set*16 + u*4 + e]")
-    w(f"    for i in range({2 * KU * 4}):")
+    if cfg.ring:
+        w(f"    fb = cuda.local.array({KU * 4}, float32)  # L vectors of one step from the ring: fb[u*4 + e]")
+    else:
+        w(f"    fb = cuda.local.array({2 * KU * 4}, float32)  # L vectors, two steps: fb[set*16 + u*4 + e]")
+    w(f"    for i in range({(1 if cfg.ring else 2) * KU * 4}):")
     w("        fb[i] = float32(0)")
 
-    def stage(ind: str, piece: str, buf: str) -> None:
+    def stage(ind: str, piece: str, buf: str, commit: bool = True) -> None:
         # Element e = tid + T * t of the piece is S(p = e % MP, kk = e // MP), stored at Ss[kk][p].
         w(f"{ind}sd = {buf} * {SBUF}")
         for t in range(PER):
@@ -471,7 +486,8 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             w(f"{ind}    ok = sk < ke")
             w(f"{ind}    cp_async4(Ss, sd + e, {r['S']}, sp * s_p + sk * s_k if ok else int64(0), "
               f"uint32(4) if ok else uint32(0))")
-        w(f"{ind}cp_async_commit()")
+        if commit:
+            w(f"{ind}cp_async_commit()")
 
     def load_l(ind: str, kexpr: str, s: int, fast: bool = False) -> None:
         if fast:  # whole vectors, all rows before ke: nothing to test
@@ -503,10 +519,13 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             for j in range(4):
                 w(f"{p}        acc[{(4 * rb + j) * 4} + e] += s{j} * fb[{s * KU * 4} + u * 4 + e]")
 
-    w("    if npieces > 0:")
-    _pieces(w, stage, load_l, compute, KC, SBUF, STEPS, first_k="kb",
-            fast_if=f"qfull and kp + {KC + KU} <= ke", fast_note="  # the fast copy: nothing to test",
-            step_note=f"the next {KU} k rows of L", step_k=f"{KU}")
+    if cfg.ring:
+        _axpy_ring_loop(cfg, r, w, SBUF, stage, compute)
+    else:
+        w("    if npieces > 0:")
+        _pieces(w, stage, load_l, compute, KC, SBUF, STEPS, first_k="kb",
+                fast_if=f"qfull and kp + {KC + KU} <= ke", fast_note="  # the fast copy: nothing to test",
+                step_note=f"the next {KU} k rows of L", step_k=f"{KU}")
     w("    if qok:")
     for pp in range(MP):
         w(f"        if {pp} < P:")
@@ -515,6 +534,84 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         w(f"                    off = c_s + {pp} * c_p + (q + e) * c_q")
         w(f"                    C[off] = alpha * acc[{pp * 4} + e] + beta * C[off] if for_beta "
           f"else alpha * acc[{pp * 4} + e]")
+
+
+def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, SBUF: int, stage, compute) -> None:
+    """The axpy K loop with L through a shared ring of ``cfg.ring`` steps (the dot loop's
+    scheme and cp.async group accounting, which ``_dot_body`` states): each step's ``KU``
+    16-byte vectors of a lane go by ``cp.async`` into its ring slot, ``ring - 1`` steps ahead,
+    and are read back into ``fb`` just before they are multiplied."""
+    KC, KU, R, T = cfg.KC, cfg.KU, cfg.ring, cfg.THREADS
+    STEPS = KC // KU
+    Lr = r["L"]
+    al = "" if SIMULATOR else ", alignment=16"
+    # Ring slot j holds step g when g % R == j: vector u of thread t at ((j * KU + u) * T + t) * 4,
+    # so a warp's 16-byte copies and reads are consecutive.
+    w(f"    Lring = cuda.shared.array({R * KU * T * 4}, float32{al})")
+    w("    rt = int64(tid) * 4")
+
+    def copy_l(ind: str, kstep: str, j: int, fast: bool) -> None:
+        """Copy my vectors of the step starting at row kstep into ring slot j. ``fast``: every
+        vector is whole and before ke. Otherwise a step starting at or past ke is not copied
+        (nor multiplied), and within one that starts before ke a row at or past ke, or a vector
+        reaching past Q, is copied element by element with zeros there (they meet S's zeros,
+        where stale ring values could be Inf or NaN)."""
+        p = ind
+        if not fast:
+            w(f"{ind}if {kstep} < ke:")
+            p = ind + "    "
+        for u in range(KU):
+            d = f"{(j * KU + u) * T * 4} + rt"
+            w(f"{p}lg = lq + ({kstep} + {u}) * ldl")
+            if fast:
+                w(f"{p}cp_async16(Lring, {d}, {Lr}, lg, uint32(16))")
+                continue
+            w(f"{p}if qfull and {kstep} + {u} < ke:")
+            w(f"{p}    cp_async16(Lring, {d}, {Lr}, lg, uint32(16))")
+            w(f"{p}else:")
+            for e in range(4):
+                w(f"{p}    v = {kstep} + {u} < ke and q + {e} < Q")
+                w(f"{p}    cp_async4(Lring, {d} + {e}, {Lr}, lg + {e} if v else int64(0), "
+                  f"uint32(4) if v else uint32(0))")
+
+    def multiply(ind: str, st: str, j: int) -> None:
+        for u in range(KU):
+            w(f"{ind}fb[{4 * u}], fb[{4 * u + 1}], fb[{4 * u + 2}], fb[{4 * u + 3}] = "
+              f"lds4(Lring, {(j * KU + u) * T * 4} + rt)")
+        compute(ind, st, 0)
+
+    wait = f"cp_async_wait{R - 1}()"
+    w("    if npieces > 0:")
+    stage("        ", "int64(0)", "int64(0)", commit=False)
+    w("        cp_async_commit()")
+    for j in range(R - 1):
+        copy_l("        ", f"kb + {j * KU}", j, fast=False)
+        w("        cp_async_commit()")
+    w("        for pc in range(npieces):")
+    w(f"            kp = kb + pc * {KC}")
+    w(f"            boff = (pc & 1) * {SBUF}")
+    w(f"            {wait}")
+    w("            cuda.syncthreads()")
+    w("            if pc + 1 < npieces:")
+    stage("                ", "(pc + 1)", "((pc + 1) & 1)", commit=False)
+    w(f"            if qfull and kp + {KC + (R - 1) * KU} <= ke:")
+    ind = "                "
+    for fast in (True, False):
+        if not fast:
+            w("            else:")
+        w(f"{ind}for sp in range({STEPS // R}):")
+        for j in range(R):
+            w(f"{ind}    st = sp * {R} + {j}")
+            w(f"{ind}    # step st: copy step st + {R - 1} into slot {(j + R - 1) % R}, multiply slot {j}")
+            copy_l(ind + "    ", f"kp + (st + {R - 1}) * {KU}", (j + R - 1) % R, fast)
+            w(f"{ind}    cp_async_commit()")
+            w(f"{ind}    {wait}")
+            if fast:
+                multiply(ind + "    ", "st", j)
+            else:
+                w(f"{ind}    if kp + st * {KU} < ke:")
+                multiply(ind + "        ", "st", j)
+    w("        cp_async_wait_all()  # only empty groups are left; nothing lands after the kernel")
 
 
 def generate_source(cfg: SkinnyConfig, fname: str) -> str:

@@ -24,9 +24,10 @@ def _namespace(cfg: SkinnyConfig) -> dict:
         "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
     }
-    # The count of a wait_group must be a constant: the factory makes that intrinsic. axpy
-    # waits for all but S's newest piece, dot for all but L's RING - 1 newest steps.
-    for count in {1, cfg.RING - 1}:
+    # The count of a wait_group must be a constant: the factory makes that intrinsic. Without
+    # a ring, axpy waits for all but S's newest piece; through one, for all but L's ring - 1
+    # newest steps.
+    for count in {1, cfg.ring - 1} if cfg.ring else {1}:
         ns[f"cp_async_wait{count}"] = memory.cp_async_wait_group(count)
     return ns
 
