@@ -354,16 +354,9 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         w(f"{p}kn = {kstep} + k4")
         for c in range(NC):
             d = f"{(j * NC + c) * T * 4} + rt"
-            if fast:
-                w(f"{p}cp_async16(Lring, {d}, {Lr}, lc{c} + kn, uint32(16))")
-                continue
-            w(f"{p}if qn > uint32({c * (32 // LK)}) and kn + 4 <= ke:")
-            w(f"{p}    cp_async16(Lring, {d}, {Lr}, lc{c} + kn, uint32(16))")
-            w(f"{p}else:")
-            for e in range(4):
-                w(f"{p}    v = qn > uint32({c * (32 // LK)}) and kn + {e} < ke")
-                w(f"{p}    cp_async4(Lring, {d} + {e}, {Lr}, lc{c} + kn + {e} if v else int64(0), "
-                  f"uint32(4) if v else uint32(0))")
+            has = f"qn > uint32({c * (32 // LK)})"
+            _copy_to_ring(w, p, d, Lr, f"lc{c} + kn", None if fast else f"{has} and kn + 4 <= ke",
+                          lambda e: f"{has} and kn + {e} < ke")
 
     def compute(ind: str, st: str, j: int) -> None:
         """Multiply the step st of this piece, read from ring slot j, into the accumulators."""
@@ -396,41 +389,8 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     #   piece pc + 1 is then copied into, so one barrier a piece is enough.
     # * L needs no barrier: a thread reads only the slots it copied into, and it refills slot
     #   (g - 1) % R only after it multiplied the values it read from there.
-    wait = f"cp_async_wait{R - 1}()"
-    w("    # ---- prologue: S's piece 0, then my first R - 1 steps of L")
-    w("    if npieces > 0:")
-    _stage_dot(w, "        ", r, SBUF, "int64(0)", "int64(0)")
-    w("        cp_async_commit()")
-    for j in range(R - 1):
-        copy_l("        ", f"kb + {j * SK}", j, fast=False)
-        w("        cp_async_commit()")
-    w("        for pc in range(npieces):")
-    w(f"            kp = kb + pc * {KC}")
-    w(f"            boff = (pc & 1) * {SBUF}")
-    w(f"            {wait}")
-    w("            cuda.syncthreads()")
-    w("            if pc + 1 < npieces:")
-    _stage_dot(w, "                ", r, SBUF, "(pc + 1)", "((pc + 1) & 1)")
-    # The fast copy tests nothing: my columns exist and every step this piece copies (up to
-    # R - 1 steps into the next piece) lies before ke.
-    w(f"            if all_ok and kp + {KC + (R - 1) * SK} <= ke:")
-    ind = "                "
-    for fast in (True, False):
-        if not fast:
-            w("            else:")
-        w(f"{ind}for sp in range({STEPS // R}):")
-        for j in range(R):
-            w(f"{ind}    st = sp * {R} + {j}")
-            w(f"{ind}    # step st: copy step st + {R - 1} into slot {(j + R - 1) % R}, multiply slot {j}")
-            copy_l(ind + "    ", f"kp + (st + {R - 1}) * {SK}", (j + R - 1) % R, fast)
-            w(f"{ind}    cp_async_commit()")
-            w(f"{ind}    {wait}")
-            if fast:
-                compute(ind + "    ", "st", j)
-            else:
-                w(f"{ind}    if kp + st * {SK} < ke:")
-                compute(ind + "        ", "st", j)
-    w("        cp_async_wait_all()  # only empty groups are left; nothing lands after the kernel")
+    _ring_loop(w, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf), copy_l, compute,
+               KC=KC, SBUF=SBUF, R=R, STEPS=STEPS, SK=SK, fast_if="all_ok")
 
     w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")
     w("    gb = int64(warp * uint32(32) + slot * uint32(8))")
@@ -563,16 +523,8 @@ def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, SBUF: int, stage, compute) ->
         for u in range(KU):
             d = f"{(j * KU + u) * T * 4} + rt"
             w(f"{p}lg = lq + ({kstep} + {u}) * ldl")
-            if fast:
-                w(f"{p}cp_async16(Lring, {d}, {Lr}, lg, uint32(16))")
-                continue
-            w(f"{p}if qfull and {kstep} + {u} < ke:")
-            w(f"{p}    cp_async16(Lring, {d}, {Lr}, lg, uint32(16))")
-            w(f"{p}else:")
-            for e in range(4):
-                w(f"{p}    v = {kstep} + {u} < ke and q + {e} < Q")
-                w(f"{p}    cp_async4(Lring, {d} + {e}, {Lr}, lg + {e} if v else int64(0), "
-                  f"uint32(4) if v else uint32(0))")
+            _copy_to_ring(w, p, d, Lr, "lg", None if fast else f"qfull and {kstep} + {u} < ke",
+                          lambda e: f"{kstep} + {u} < ke and q + {e} < Q")
 
     def multiply(ind: str, st: str, j: int) -> None:
         for u in range(KU):
@@ -580,12 +532,40 @@ def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, SBUF: int, stage, compute) ->
               f"lds4(Lring, {(j * KU + u) * T * 4} + rt)")
         compute(ind, st, 0)
 
+    _ring_loop(w, lambda ind, piece, buf: stage(ind, piece, buf, commit=False), copy_l, multiply,
+               KC=KC, SBUF=SBUF, R=R, STEPS=STEPS, SK=KU, fast_if="qfull")
+
+
+def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) -> None:
+    """One 16-byte vector of L at ``src`` into the ring at ``d``: in one copy when ``whole``
+    holds (None: known to), else element by element, element e copied when ``has(e)`` holds
+    and zero-filled otherwise, so no copy names a byte past the matrix."""
+    if whole is None:
+        w(f"{p}cp_async16(Lring, {d}, {Lr}, {src}, uint32(16))")
+        return
+    w(f"{p}if {whole}:")
+    w(f"{p}    cp_async16(Lring, {d}, {Lr}, {src}, uint32(16))")
+    w(f"{p}else:")
+    for e in range(4):
+        w(f"{p}    v = {has(e)}")
+        w(f"{p}    cp_async4(Lring, {d} + {e}, {Lr}, {src} + {e} if v else int64(0), "
+          f"uint32(4) if v else uint32(0))")
+
+
+def _ring_loop(w, stage, copy_l, multiply, *, KC: int, SBUF: int, R: int, STEPS: int, SK: int,
+               fast_if: str) -> None:
+    """The K loop of a kernel that copies L through a shared ring of R steps of SK k (the
+    group accounting is stated in ``_dot_body``): ``stage(ind, piece, buf)`` issues S's piece
+    without committing, ``copy_l(ind, kstep, slot, fast)`` one step of L, ``multiply(ind,
+    st, slot)`` step st of the piece from its slot. The fast copy, under ``fast_if`` and every
+    step this piece copies (up to R - 1 steps into the next) before ke, tests nothing."""
     wait = f"cp_async_wait{R - 1}()"
+    w("    # ---- prologue: S's piece 0, then my first R - 1 steps of L")
     w("    if npieces > 0:")
-    stage("        ", "int64(0)", "int64(0)", commit=False)
+    stage("        ", "int64(0)", "int64(0)")
     w("        cp_async_commit()")
     for j in range(R - 1):
-        copy_l("        ", f"kb + {j * KU}", j, fast=False)
+        copy_l("        ", f"kb + {j * SK}", j, fast=False)
         w("        cp_async_commit()")
     w("        for pc in range(npieces):")
     w(f"            kp = kb + pc * {KC}")
@@ -593,8 +573,8 @@ def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, SBUF: int, stage, compute) ->
     w(f"            {wait}")
     w("            cuda.syncthreads()")
     w("            if pc + 1 < npieces:")
-    stage("                ", "(pc + 1)", "((pc + 1) & 1)", commit=False)
-    w(f"            if qfull and kp + {KC + (R - 1) * KU} <= ke:")
+    stage("                ", "(pc + 1)", "((pc + 1) & 1)")
+    w(f"            if {fast_if} and kp + {KC + (R - 1) * SK} <= ke:")
     ind = "                "
     for fast in (True, False):
         if not fast:
@@ -603,13 +583,13 @@ def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, SBUF: int, stage, compute) ->
         for j in range(R):
             w(f"{ind}    st = sp * {R} + {j}")
             w(f"{ind}    # step st: copy step st + {R - 1} into slot {(j + R - 1) % R}, multiply slot {j}")
-            copy_l(ind + "    ", f"kp + (st + {R - 1}) * {KU}", (j + R - 1) % R, fast)
+            copy_l(ind + "    ", f"kp + (st + {R - 1}) * {SK}", (j + R - 1) % R, fast)
             w(f"{ind}    cp_async_commit()")
             w(f"{ind}    {wait}")
             if fast:
                 multiply(ind + "    ", "st", j)
             else:
-                w(f"{ind}    if kp + st * {KU} < ke:")
+                w(f"{ind}    if kp + st * {SK} < ke:")
                 multiply(ind + "        ", "st", j)
     w("        cp_async_wait_all()  # only empty groups are left; nothing lands after the kernel")
 
