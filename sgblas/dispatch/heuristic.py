@@ -128,7 +128,8 @@ def wide_thread_tile_pays(k_per_cta: int, n_ctas: int, n_slots: int) -> bool:
 
 def _thread_order(spec: KernelSpec, k_per_cta: int, n_ctas: int, props: DeviceProperties) -> int:
     """0 for the thread tile the rule wants for this CTA's K and grid, 1 for the others."""
-    wide = thread_tile(spec)[0] * thread_tile(spec)[1] > 64
+    tm, tn = thread_tile(spec)
+    wide = tm * tn > 64
     return 0 if wide == wide_thread_tile_pays(k_per_cta, n_ctas, slots(spec, props)) else 1
 
 

@@ -25,12 +25,12 @@ Both stage S through shared memory in pieces of ``KC`` k values, double-buffered
 shared memory, so three steps are in flight while one is multiplied, at 128 registers (4 CTAs a
 SM); *axpy* loads the next k step into registers before multiplying the current one (register
 double buffering), or, with ``ring`` set (a generator option no manifest row uses yet:
-docs/tuning.md, "Run H"), copies its steps through a ring as the dot loop does. Each has a copy of its loop with no bounds tests, taken for the pieces that
-lie wholly inside the matrix. Rows of S past P are not
-copied (their stale values reach only accumulators that are never stored; past the end of K the
-copies zero-fill, since L's zeros times a stale NaN would not be zero); the multiply-adds of a
-row block of 4 are skipped when the whole block is past P (a branch the CTA takes uniformly),
-so m = 3 does a quarter of m = 16's arithmetic.
+docs/tuning.md, "Run H"), copies its steps through a ring as the dot loop does. Each has a copy
+of its loop with no bounds tests, taken for the pieces that lie wholly inside the matrix. Rows
+of S past P are not copied (their stale values reach only accumulators that are never stored;
+past the end of K the copies zero-fill, since L's zeros times a stale NaN would not be zero);
+the multiply-adds of a row block of 4 are skipped when the whole block is past P (a branch the
+CTA takes uniformly), so m = 3 does a quarter of m = 16's arithmetic.
 
 K split: ``blockIdx.y`` is a split index s; the CTA covers k in
 ``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha * partial + beta * C`` into
@@ -121,6 +121,16 @@ class SkinnyConfig:
         return self.KC_DOT if self.mode == "dot" else self.KC_AXPY
 
     @property
+    def SK(self) -> int:
+        """k per step of L: dot 4 k values for each of LK lanes, axpy KU rows."""
+        return 4 * self.LK if self.mode == "dot" else self.KU
+
+    @property
+    def STEPS(self) -> int:
+        """Steps of L per shared piece of S."""
+        return self.KC // self.SK
+
+    @property
     def STAGES(self) -> int:
         """The stage count in the name: L's ring depth, or S's shared stages when L goes
         through registers; the one that sets how much is in flight."""
@@ -166,10 +176,10 @@ class SkinnyConfig:
         else:
             assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
         if self.ring:
-            steps = self.KC // (4 * self.LK) if self.mode == "dot" else self.KC_AXPY // self.KU
             # A ring slot must be a constant per unrolled step, and S's next piece, which rides
             # in the group of the first step a piece issues, must land by the piece's last wait.
-            assert 2 <= self.ring <= steps and steps % self.ring == 0, "the ring must divide the steps of a piece"
+            assert 2 <= self.ring <= self.STEPS and self.STEPS % self.ring == 0, \
+                "the ring must divide the steps of a piece"
             assert self.ring - 1 <= 7, "cp.async.wait_group takes 0..7"
             # (A ring of 2 keeps one step in flight, as the registers do, and its name would
             # be the register loop's.)
@@ -318,9 +328,7 @@ def _pieces(w, stage, load_l, compute, KC: int, SBUF: int, STEPS: int, *, first_
 
 
 def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
-    KC, NC, LK, R, T = cfg.KC, cfg.NC, cfg.LK, cfg.ring, cfg.THREADS
-    SK = 4 * LK  # k per step
-    STEPS = KC // SK
+    KC, NC, LK, R, T, SK = cfg.KC, cfg.NC, cfg.LK, cfg.ring, cfg.THREADS, cfg.SK
     SLOT = NC * T * 4  # floats per ring slot: one step of every thread's NC vectors
     Lr = r["L"]
     al = "" if SIMULATOR else ", alignment=16"
@@ -389,8 +397,8 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     #   piece pc + 1 is then copied into, so one barrier a piece is enough.
     # * L needs no barrier: a thread reads only the slots it copied into, and it refills slot
     #   (g - 1) % R only after it multiplied the values it read from there.
-    _ring_loop(w, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf), copy_l, compute,
-               KC=KC, SBUF=SBUF, R=R, STEPS=STEPS, SK=SK, fast_if="all_ok")
+    _ring_loop(w, cfg, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf), copy_l, compute,
+               fast_if="all_ok")
 
     w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")
     w("    gb = int64(warp * uint32(32) + slot * uint32(8))")
@@ -417,8 +425,7 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
 
 
 def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
-    KC, KU, VQ = cfg.KC, cfg.KU, cfg.VQ
-    STEPS = KC // KU
+    KC, KU, VQ, STEPS = cfg.KC, cfg.KU, cfg.VQ, cfg.STEPS
     Lr = r["L"]
     PER = KC * MP // cfg.THREADS  # S elements each thread stages per piece
     w(f"    q = int64(cuda.blockIdx.x) * {cfg.QC} + int64(tid) * {VQ}")
@@ -480,7 +487,7 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
                 w(f"{p}        acc[{(4 * rb + j) * 4} + e] += s{j} * fb[{s * KU * 4} + u * 4 + e]")
 
     if cfg.ring:
-        _axpy_ring_loop(cfg, r, w, SBUF, stage, compute)
+        _axpy_ring_loop(cfg, r, w, stage, compute)
     else:
         w("    if npieces > 0:")
         _pieces(w, stage, load_l, compute, KC, SBUF, STEPS, first_k="kb",
@@ -496,13 +503,12 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
           f"else alpha * acc[{pp * 4} + e]")
 
 
-def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, SBUF: int, stage, compute) -> None:
+def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, stage, compute) -> None:
     """The axpy K loop with L through a shared ring of ``cfg.ring`` steps (the dot loop's
     scheme and cp.async group accounting, which ``_dot_body`` states): each step's ``KU``
     16-byte vectors of a lane go by ``cp.async`` into its ring slot, ``ring - 1`` steps ahead,
     and are read back into ``fb`` just before they are multiplied."""
-    KC, KU, R, T = cfg.KC, cfg.KU, cfg.ring, cfg.THREADS
-    STEPS = KC // KU
+    KU, R, T = cfg.KU, cfg.ring, cfg.THREADS
     Lr = r["L"]
     al = "" if SIMULATOR else ", alignment=16"
     # Ring slot j holds step g when g % R == j: vector u of thread t at ((j * KU + u) * T + t) * 4,
@@ -532,8 +538,8 @@ def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, SBUF: int, stage, compute) ->
               f"lds4(Lring, {(j * KU + u) * T * 4} + rt)")
         compute(ind, st, 0)
 
-    _ring_loop(w, lambda ind, piece, buf: stage(ind, piece, buf, commit=False), copy_l, multiply,
-               KC=KC, SBUF=SBUF, R=R, STEPS=STEPS, SK=KU, fast_if="qfull")
+    _ring_loop(w, cfg, lambda ind, piece, buf: stage(ind, piece, buf, commit=False), copy_l, multiply,
+               fast_if="qfull")
 
 
 def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) -> None:
@@ -552,13 +558,14 @@ def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) 
           f"uint32(4) if v else uint32(0))")
 
 
-def _ring_loop(w, stage, copy_l, multiply, *, KC: int, SBUF: int, R: int, STEPS: int, SK: int,
-               fast_if: str) -> None:
-    """The K loop of a kernel that copies L through a shared ring of R steps of SK k (the
+def _ring_loop(w, cfg: SkinnyConfig, stage, copy_l, multiply, *, fast_if: str) -> None:
+    """The K loop of a kernel that copies L through a shared ring of ``cfg.ring`` steps (the
     group accounting is stated in ``_dot_body``): ``stage(ind, piece, buf)`` issues S's piece
     without committing, ``copy_l(ind, kstep, slot, fast)`` one step of L, ``multiply(ind,
     st, slot)`` step st of the piece from its slot. The fast copy, under ``fast_if`` and every
-    step this piece copies (up to R - 1 steps into the next) before ke, tests nothing."""
+    step this piece copies (up to ring - 1 steps into the next) before ke, tests nothing."""
+    KC, R, STEPS, SK = cfg.KC, cfg.ring, cfg.STEPS, cfg.SK
+    SBUF = MP * KC
     wait = f"cp_async_wait{R - 1}()"
     w("    # ---- prologue: S's piece 0, then my first R - 1 steps of L")
     w("    if npieces > 0:")
