@@ -20,12 +20,14 @@ one. Two layouts of L need two loops:
   being a broadcast 16-byte shared load. No lane shares an output with another.
 
 Both stage S through shared memory in pieces of ``KC`` k values, double-buffered with 4-byte
-``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic. L:
-*dot* copies each lane's k steps with 16-byte ``cp.async`` into a ring of ``ring`` (4) steps in
-shared memory, so three steps are in flight while one is multiplied, at 128 registers (4 CTAs a
-SM); *axpy* loads the next k step into registers before multiplying the current one (register
-double buffering), or, with ``ring`` set (a generator option no manifest row uses yet:
-docs/tuning.md, "Run H"), copies its steps through a ring as the dot loop does. Each has a copy
+``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic; a
+warp's copy reads consecutive addresses of S whichever way S is contiguous (the dot loop stores
+an S contiguous along P with its vectors swizzled, ``_stage_dot``). L:
+both loops copy each lane's k steps with 16-byte ``cp.async`` into a ring of ``ring`` (4) steps
+in shared memory, so three steps are in flight while one is multiplied (dot at 128 registers, 4
+CTAs a SM; axpy at 168, 3 CTAs a SM). The axpy loop can instead load the next k step into
+registers before multiplying the current one (``ring=0``, register double buffering, which keeps
+a third as much in flight: docs/tuning.md, rung 18). Each has a copy
 of its loop with no bounds tests, taken for the pieces that lie wholly inside the matrix. Rows
 of S past P are not copied (their stale values reach only accumulators that are never stored;
 past the end of K the copies zero-fill, since L's zeros times a stale NaN would not be zero);
@@ -79,8 +81,8 @@ class SkinnyConfig:
     #: registers, which fit once L goes through the shared ring rather than registers, and 4 x
     #: 48 KB of shared memory fit in an SM): more CTAs put more of L in flight.
     min_blocks: int | None = None
-    #: k steps of L in flight through a shared ring of 16-byte ``cp.async`` copies; 0: L goes
-    #: through registers, one step ahead. None takes the mode's: dot 4, axpy 0.
+    #: k steps of L in flight through a shared ring of 16-byte ``cp.async`` copies; 0 (axpy
+    #: only): L goes through registers, one step ahead. None takes 4.
     ring: int | None = None
 
     # dot: lanes per column along k, columns per lane, k per shared piece
@@ -95,7 +97,7 @@ class SkinnyConfig:
 
     def __post_init__(self) -> None:
         if self.ring is None:
-            object.__setattr__(self, "ring", 4 if self.mode == "dot" else 0)
+            object.__setattr__(self, "ring", 4)
         if self.min_blocks is None:
             # axpy's 64 accumulators spill under 128 registers even with L in a ring (16 bytes,
             # ptxas 13.5), and 3 CTAs' rings already hold 9 steps of L in flight per SM.
@@ -173,6 +175,7 @@ class SkinnyConfig:
             assert 8 * self.NC * self.THREADS <= self.S_STAGES * MP * self.KC_DOT, \
                 "the reduction's 8-row rounds must fit in S's shared buffer"
             assert self.ring, "the dot loop reads L through its ring"
+            assert self.THREADS % (4 * MP) == 0, "a pass of S copied along P covers whole 16-byte vectors of k"
         else:
             assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
         if self.ring:
@@ -279,19 +282,46 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
     return L
 
 
-def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str) -> None:
-    """Issue the cp.async copies of S's piece ``piece`` into stage ``buf``: this thread copies
-    k column ``tid`` of the piece, every row (zero past P and past ke). Commits no group: the
-    caller decides which group they join."""
-    w(f"{ind}sk = kb + {piece} * {SBUF // MP} + int64(tid)")
-    w(f"{ind}skv = sk < ke")
-    w(f"{ind}sg = sk * s_k if skv else int64(0)")
-    w(f"{ind}sd = {buf} * {SBUF} + int64(tid)")
-    # Rows past P are not copied: their stale values only reach accumulators that are never
-    # stored. Past ke the copy zero-fills, since L's zeros there times a stale NaN would not be 0.
-    w(f"{ind}for t in range({MP}):")
-    w(f"{ind}    if t < P:")
-    w(f"{ind}        cp_async4(Ss, sd + t * {SBUF // MP}, {r['S']}, sg + t * s_p, uint32(4) if skv else uint32(0))")
+def _swizzled(r: dict) -> bool:
+    """Whether the dot loop's S is contiguous along P (A in N, or B in T): then its piece is
+    copied along P and stored with vector index ``v ^ (p & 7)`` in row p (see ``_stage_dot``)."""
+    return r["s_p"] == "1"
+
+
+def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: int) -> None:
+    """Issue the cp.async copies of S's piece ``piece`` into stage ``buf``, row p of the stage
+    holding the piece's KC k values of S's row p (zero past ke; rows past P not copied). Commits
+    no group: the caller decides which group they join.
+
+    S contiguous along k: this thread copies k column ``tid`` of the piece, every row, so a
+    warp's copy reads 32 consecutive k. S contiguous along P: copied the other way, element
+    ``e = tid + threads * t`` being row ``e % MP`` of k column ``e // MP``, so a warp's copy reads
+    two whole columns of S (the k-column order would make each copy touch 32 sectors for 128
+    bytes); those stores would put the 16 rows of one column in one bank, so row p keeps its
+    16-byte vector v at ``v ^ (p & 7)``: two lanes a bank, and the multiply's reads of one row
+    still fall in distinct banks (the swizzle permutes vectors within each aligned group of 8)."""
+    KC = SBUF // MP
+    if not _swizzled(r):
+        w(f"{ind}sk = kb + {piece} * {KC} + int64(tid)")
+        w(f"{ind}skv = sk < ke")
+        w(f"{ind}sg = sk * s_k if skv else int64(0)")
+        w(f"{ind}sd = {buf} * {SBUF} + int64(tid)")
+        # Rows past P are not copied: their stale values only reach accumulators that are never
+        # stored. Past ke the copy zero-fills, since L's zeros there times a stale NaN would not be 0.
+        w(f"{ind}for t in range({MP}):")
+        w(f"{ind}    if t < P:")
+        w(f"{ind}        cp_async4(Ss, sd + t * {KC}, {r['S']}, sg + t * s_p, uint32(4) if skv else uint32(0))")
+        return
+    # Pass t copies k columns 8t .. 8t + 7 of the piece (threads // MP of them): mine is
+    # sw_c + 8t, in 16-byte vector sw_v + 2t of my row, at element sw_c & 3 of it (sw_d).
+    w(f"{ind}sd = {buf} * {SBUF} + sw_d")
+    w(f"{ind}sk = kb + {piece} * {KC} + int64(sw_c)")
+    w(f"{ind}if sw_p < P:  # rows past P: not copied, as above")
+    w(f"{ind}    for t in range({SBUF // threads}):")
+    w(f"{ind}        skt = sk + t * {threads // MP}")
+    w(f"{ind}        skv = skt < ke")
+    w(f"{ind}        cp_async4(Ss, sd + int64(((sw_v + uint32(t * {threads // MP // 4})) ^ sw_x) * uint32(4)), "
+      f"{r['S']}, sw_p + skt * s_k if skv else int64(0), uint32(4) if skv else uint32(0))")
 
 
 def _pieces(w, stage, load_l, compute, KC: int, SBUF: int, STEPS: int, *, first_k: str, fast_if: str,
@@ -370,14 +400,19 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         """Multiply the step st of this piece, read from ring slot j, into the accumulators."""
         for c in range(NC):
             w(f"{ind}b{c}0, b{c}1, b{c}2, b{c}3 = lds4(Lring, {(j * NC + c) * T * 4} + rt)")
-        w(f"{ind}so = boff + {st} * {SK} + k4")
+        swz = _swizzled(r)
+        w(f"{ind}so = boff + {st} * {SK}{'' if swz else ' + k4'}")
         for rb in range(MP // 4):
             p = ind
             if rb:
                 w(f"{ind}if pl > uint32({4 * rb}):")
                 p = ind + "    "
             w(f"{p}for rr in range(4):")
-            w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC})")
+            if swz:  # row 4 rb + rr keeps my vector lr at lr ^ (row & 7)
+                w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC} + "
+                  f"int64((lr ^ (uint32({4 * (rb & 1)}) + uint32(rr))) * uint32(4)))")
+            else:
+                w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC})")
             w(f"{p}    ai = ({4 * rb} + rr) * {NC}")
             for c in range(NC):
                 for e in range(4):
@@ -397,7 +432,13 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     #   piece pc + 1 is then copied into, so one barrier a piece is enough.
     # * L needs no barrier: a thread reads only the slots it copied into, and it refills slot
     #   (g - 1) % R only after it multiplied the values it read from there.
-    _ring_loop(w, cfg, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf), copy_l, compute,
+    if _swizzled(r):
+        w(f"    sw_p = int64(tid % uint32({MP}))   # S's piece: my row, and my k column in a pass")
+        w(f"    sw_c = tid // uint32({MP})")
+        w("    sw_v = sw_c >> uint32(2)")
+        w(f"    sw_x = (tid % uint32({MP})) & uint32(7)")
+        w(f"    sw_d = sw_p * {KC} + int64(sw_c & uint32(3))")
+    _ring_loop(w, cfg, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf, T), copy_l, compute,
                fast_if="all_ok")
 
     w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")

@@ -139,21 +139,20 @@ def _check_case(cfg, small, k, splits, alpha, beta):
     assert_gemm_close(got, ref, seed=seed, label=f"{cfg.name()} m={m} n={n} k={k} splits={splits}")
 
 
-#: The axpy loop with L through a shared ring instead of registers (not in the manifest yet:
-#: docs/tuning.md, "Run H"): every axpy variant with the cheap cases, one with the long ones
-#: (pieces of S, a split of three), a ring of 4 steps (8 would pass the 48 KB of static shared
-#: memory, 3 keep fewer steps in flight).
-AXPY_RING_CASES = [
-    pytest.param(key, 4, *case, id=f"{dataclasses.replace(CONFIGS[key], ring=4, min_blocks=None).name()}-{i}")
+#: The axpy loop with L through registers, one step ahead, instead of the manifest's shared ring
+#: (``ring=0``, docs/tuning.md, rung 18): every axpy variant with the cheap cases, one with the
+#: long ones (pieces of S, a split of three).
+AXPY_REGISTER_CASES = [
+    pytest.param(key, *case, id=f"{dataclasses.replace(CONFIGS[key], ring=0).name()}-{i}")
     for key in sorted(CONFIGS) if CONFIGS[key].mode == "axpy"
     for i, case in enumerate(CASES) if i in (0, 3) or key == ("N", "T", "m")
 ]
 
 
-@pytest.mark.parametrize("key, ring, small, k, splits, alpha, beta", AXPY_RING_CASES)
-def test_axpy_through_a_ring(key, ring, small, k, splits, alpha, beta):
-    cfg = dataclasses.replace(CONFIGS[key], ring=ring, min_blocks=None)
-    assert cfg.name().endswith(f"_{ring}s_a16") and cfg.min_blocks == 3
+@pytest.mark.parametrize("key, small, k, splits, alpha, beta", AXPY_REGISTER_CASES)
+def test_axpy_through_registers(key, small, k, splits, alpha, beta):
+    cfg = dataclasses.replace(CONFIGS[key], ring=0)
+    assert cfg.name().endswith("_2s_a16") and cfg.min_blocks == 3
     _check_case(cfg, small, k, splits, alpha, beta)
 
 
@@ -234,12 +233,12 @@ def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
         assert ".ftz" not in ptx, f"{name} flushes denormals"
         for bad in ("mma.sync", "wgmma", ".tf32"):
             assert bad not in ptx, f"{name} has {bad}"
-    # dot streams L into its shared ring with 16-byte cp.async; axpy and the reduction load
+    # dot and axpy stream L into their shared rings with 16-byte cp.async; the reduction loads
     # 16 bytes into registers.
-    dot, axpy = names[0], names[1]
-    assert "cp.async.cg.shared.global" in ptxs[dot] and ", 16, " in ptxs[dot], f"{dot} has no 16-byte cp.async"
-    for name in (axpy, reduce.NAME):
-        assert "ld.global.v4.f32" in ptxs[name], f"{name} has no 16-byte global load"
+    for name in names[:2]:
+        assert "cp.async.cg.shared.global" in ptxs[name] and ", 16, " in ptxs[name], \
+            f"{name} has no 16-byte cp.async"
+    assert "ld.global.v4.f32" in ptxs[reduce.NAME], f"{reduce.NAME} has no 16-byte global load"
     for name in names[:2]:
         assert "ld.shared.v4.f32" in ptxs[name] and "cp.async.ca.shared.global" in ptxs[name]
         assert ptxs[name].count("fma.rn.f32") >= 256
