@@ -189,7 +189,7 @@ def test_long_k_is_split_for_accuracy_when_the_workspace_holds_it():
 
 @pytest.mark.parametrize("shape, name, splits", [
     ((3, 8192, 8192), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 4),
-    ((8192, 3, 8192), "sgemm_skinny_axpy_nn_512x16x32_4s_a16", 24),
+    ((8192, 3, 8192), "sgemm_skinny_axpy_nn_512x16x40_5s_a16", 23),
     ((16, 16384, 4096), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 2),
     ((1, 16384, 16384), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 2),
 ])
