@@ -8,8 +8,9 @@ accepts:
 1. Variants whose least workspace need exceeds the handle's workspace are not chosen.
 2. A skinny kernel (m or n at most 16: the product is bound by memory bandwidth) ranks first,
    when its large operand has at least :data:`SKINNY_MIN_BYTES`.
-   It splits K so that its CTAs fill the GPU's resident slots (see 5), as far as k and the
-   workspace allow; one split needs no workspace.
+   It splits K so that its CTAs fill the GPU's resident slots (see 5; for the axpy loop,
+   :data:`AXPY_CTAS_PER_SM` a SM), as far as k and the workspace allow; one split needs no
+   workspace.
 3. Otherwise the generated tile kernels rank before the general kernel, which is the backstop:
    it runs only what no specialised kernel may run. Among the tile kernels, a variant's *fill*
    is its CTAs (output tiles) over the CTAs the GPU holds at once (SMs x CTAs per SM, the
@@ -52,7 +53,7 @@ from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS",
-           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "WIDE_THREAD_K",
+           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "AXPY_CTAS_PER_SM", "WIDE_THREAD_K",
            "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
            "split_for", "pinned_split", "is_backstop", "thread_tile", "wide_thread_tile_pays"]
 
@@ -70,6 +71,12 @@ MIN_SPLIT_CHUNK: int = 256
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
 #: The most partials one call writes.
 MAX_SPLITS: int = 128
+#: CTAs per SM that a skinny kernel's axpy loop splits K to fill, below the 3 its launch bound
+#: lets reside (which sets its registers): with the third CTA's streams of L, 4 rows 64 KB
+#: apart per step each, the loop moves less (16x16384x4096 NT: 52% of the copy rate at 3 per
+#: SM, 61% at 2 or 1; 3x8192x8192 NT: 76% against 84%: docs/tuning.md, "Run I"). The dot loop
+#: fills its launch bound's 4.
+AXPY_CTAS_PER_SM: int = 2
 #: From this K on, a problem whose tiles fill the GPU is still split (when the workspace
 #: holds the partials), for accuracy ...
 ACCURACY_SPLIT_K: int = 16384
@@ -202,6 +209,8 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
     if cap < lo:
         cap = lo
     tiles, n_slots = ctas(spec, p), slots(spec, props)
+    if spec.role == "skinny" and spec.config.mode == "axpy":
+        n_slots = min(n_slots, props.sm_count * AXPY_CTAS_PER_SM)
     if accuracy:
         want = max(lo, -(-p.k // ACCURACY_CHUNK))
         if want > cap:
@@ -228,8 +237,9 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         best = max(best, cap)
     s = _chunked(p.k, best, granule)
     f = _wave_fill(tiles * s.splits, n_slots)
+    per_sm = f" ({n_slots // props.sm_count} a SM for the axpy loop)" if n_slots < slots(spec, props) else ""
     return s, (f"{tiles} tiles x {s.splits} slices of K = {tiles * s.splits} CTAs fill {f:.0%} of the "
-               f"{props.sm_count} SMs' resident slots in whole waves")
+               f"{props.sm_count} SMs' resident slots{per_sm} in whole waves")
 
 
 def pinned_split(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int) -> Split | None:

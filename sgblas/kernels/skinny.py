@@ -23,10 +23,9 @@ Both stage S through shared memory in pieces of ``KC`` k values, double-buffered
 ``cp.async`` copies (sm_80+) so the next piece's copy overlaps this piece's arithmetic; a
 warp's copy reads consecutive addresses of S whichever way S is contiguous (the dot loop stores
 an S contiguous along P with its vectors swizzled, ``_stage_dot``). L:
-both loops copy each lane's k steps with 16-byte ``cp.async`` into a ring of ``ring`` steps in
-shared memory, ``ring - 1`` in flight while one is multiplied (dot: 4 steps at 128 registers, 4
-CTAs a SM; axpy: 5 steps at 168, 3 CTAs a SM: about 96 KB of L in flight per SM either way,
-which is what the bandwidth these loops reach is proportional to, docs/tuning.md, run I). The axpy loop can instead load the next k step into
+both loops copy each lane's k steps with 16-byte ``cp.async`` into a ring of ``ring`` (4) steps
+in shared memory, so three steps are in flight while one is multiplied (dot at 128 registers, 4
+CTAs a SM; axpy at 168, 3 CTAs a SM). The axpy loop can instead load the next k step into
 registers before multiplying the current one (``ring=0``, register double buffering, which keeps
 a third as much in flight: docs/tuning.md, rung 18). Each has a copy
 of its loop with no bounds tests, taken for the pieces that lie wholly inside the matrix. Rows
@@ -82,10 +81,8 @@ class SkinnyConfig:
     #: registers, which fit once L goes through the shared ring rather than registers, and 4 x
     #: 48 KB of shared memory fit in an SM): more CTAs put more of L in flight.
     min_blocks: int | None = None
-    #: k steps of L in a shared ring of 16-byte ``cp.async`` copies, ring - 1 of them in flight;
-    #: 0 (axpy only): L goes through registers, one step ahead. None takes the mode's: dot 4
-    #: (its S and ring fill the 48 KB of static shared memory), axpy 5 (40 KB; its pieces of
-    #: S are 40 k so that the ring divides their 10 steps).
+    #: k steps of L in flight through a shared ring of 16-byte ``cp.async`` copies; 0 (axpy
+    #: only): L goes through registers, one step ahead. None takes 4.
     ring: int | None = None
 
     # dot: lanes per column along k, columns per lane, k per shared piece
@@ -94,13 +91,13 @@ class SkinnyConfig:
     KC_DOT = 128
     # axpy: elements of Q per lane (one 16-byte vector), k per shared piece, k per step
     VQ = 4
-    KC_AXPY = 40
+    KC_AXPY = 32
     KU = 4
     S_STAGES = 2  # shared stages of S
 
     def __post_init__(self) -> None:
         if self.ring is None:
-            object.__setattr__(self, "ring", 4 if self.mode == "dot" else 5)
+            object.__setattr__(self, "ring", 4)
         if self.min_blocks is None:
             # axpy's 64 accumulators spill under 128 registers even with L in a ring (16 bytes,
             # ptxas 13.5), and 3 CTAs' rings already hold 9 steps of L in flight per SM.

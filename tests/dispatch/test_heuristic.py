@@ -189,7 +189,7 @@ def test_long_k_is_split_for_accuracy_when_the_workspace_holds_it():
 
 @pytest.mark.parametrize("shape, name, splits", [
     ((3, 8192, 8192), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 4),
-    ((8192, 3, 8192), "sgemm_skinny_axpy_nn_512x16x40_5s_a16", 23),
+    ((8192, 3, 8192), "sgemm_skinny_axpy_nn_512x16x32_4s_a16", 16),
     ((16, 16384, 4096), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 2),
     ((1, 16384, 16384), "sgemm_skinny_dot_nn_16x64x128_4s_a16", 2),
 ])
@@ -198,6 +198,24 @@ def test_skinny_shapes_take_the_skinny_kernels(shape, name, splits):
     assert c.spec.name == name and c.split.splits == splits, (c.spec.name, c.split)
     reasons = dict(c.passed_over)
     assert "bound by memory bandwidth" in reasons["sgemm_general_nn_128x64x16_2s_a4"]
+
+
+@pytest.mark.parametrize("shape, pair, splits", [
+    ((16, 16384, 4096), "NT", 8),   # 32 CTAs along n: 8 splits, 256 CTAs
+    ((16, 16384, 4096), "TT", 8),
+    ((3, 8192, 8192), "NT", 16),    # 16 CTAs along n
+    ((8192, 3, 8192), "NT", 16),    # 16 CTAs along m
+])
+def test_the_axpy_loop_splits_to_fill_two_ctas_a_sm(shape, pair, splits):
+    # Its launch bound lets 3 reside (396 slots on 132 SMs); the split fills AXPY_CTAS_PER_SM.
+    c = chosen(*shape, pair)
+    assert c.spec.config.mode == "axpy" and c.split.splits == splits, (c.spec.name, c.split)
+    assert heuristic.ctas(c.spec, problem(*shape, pair)) * splits <= H200.sm_count * heuristic.AXPY_CTAS_PER_SM
+    _, note = heuristic.split_for(c.spec, problem(*shape, pair), H200, WORKSPACE)
+    assert f"({heuristic.AXPY_CTAS_PER_SM} a SM for the axpy loop)" in note, note
+    # The dot loop fills the 4 CTAs a SM of its launch bound.
+    dot = chosen(16, 16384, 4096, "NN")
+    assert dot.spec.config.mode == "dot" and dot.split.splits == 2
 
 
 def test_skinny_without_workspace_runs_in_one_launch():
