@@ -9,7 +9,9 @@ Sets (``--set``): ``short`` (1024^3 and 1536^3, where K is short but the tiles d
 GPU: the unsplit 128x64 and 128x128 tiles, and 2-4 slices of each slice kernel), ``long`` (the
 long-K shapes of issue 13, 4-32 slices), ``api`` (512^3 to 1536^3 and a few rectangles: what
 ``sgblas.sgemm`` runs with a default handle against the unsplit 128x64 tile that ran them
-before split-K took short K). Every case is timed three ways in one process: cuBLAS
+before split-K took short K), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
+variant at 1 to 48 splits: how many CTAs per SM each loop streams best with,
+``heuristic.AXPY_CTAS_PER_SM``). Every case is timed three ways in one process: cuBLAS
 ``gemmEx`` PEDANTIC; ``sgblas.sgemm`` on a handle with the default workspace (the
 heuristic's choice, recorded with ``explain``'s note); and each listed variant and split count
 launched through ``sgblas.dispatch.plan.execute`` on a plan made for it (a handle with 512 MiB
@@ -69,9 +71,24 @@ def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, i
         for shape in ((128, 8192, 1024), (8192, 128, 1024), (3000, 200, 4000), (2048, 512, 1024)):
             for pair in ("NN", "TN"):
                 out.append((shape, pair, _variants(pair, "simt", ("128x64", "128x128"), (1,))))
+    elif which == "skinny":
+        for shape, splits in (((16, 16384, 4096), (1, 2, 4, 8, 12, 16)), ((3, 8192, 8192), (4, 8, 16, 24, 32)),
+                              ((8192, 3, 8192), (4, 8, 16, 24, 32))):
+            for pair in PAIRS:
+                out.append((shape, pair, [(_skinny_variant(shape, pair), s) for s in splits]))
     else:
-        raise ValueError(f"--set {which!r} is not one of short, long, api")
+        raise ValueError(f"--set {which!r} is not one of short, long, api, skinny")
     return out
+
+
+def _skinny_variant(shape: tuple[int, int, int], pair: str) -> str:
+    """The registry's skinny variant for ``pair`` with the small side of ``shape``."""
+    from sgblas.kernels.spec import GEMM_KERNELS
+
+    small = "m" if shape[0] <= shape[1] else "n"
+    (name,) = [s.name for s in GEMM_KERNELS
+               if s.role == "skinny" and s.pair == (pair[0], pair[1]) and s.config.small == small]
+    return name
 
 
 class Lab:
@@ -117,6 +134,7 @@ class Lab:
         from perf.bench import Case
         from sgblas.dispatch import plan as plans
         from sgblas.dispatch.heuristic import Split
+        from sgblas.kernels import skinny
         from sgblas.kernels.problem import GemmProblem
         from sgblas.kernels.spec import by_name
 
@@ -152,8 +170,9 @@ class Lab:
                 if spec.can_implement(problem) is not None:
                     continue
                 split = None
-                if spec.role == "splitk":
-                    chunk = -(-(-(-k // splits)) // spec.tile[2]) * spec.tile[2]
+                if spec.role in ("splitk", "skinny"):
+                    granule = skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
+                    chunk = -(-(-(-k // splits)) // granule) * granule
                     split = Split(-(-k // chunk), chunk)
                 plan = plans.make_plan(self.wide, spec, split, m, n, k, int(c.data.ptr), case.ldc)
 
@@ -176,7 +195,7 @@ class Lab:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.split_lab", description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="short", choices=("short", "long", "api"))
+    parser.add_argument("--set", default="short", choices=("short", "long", "api", "skinny"))
     parser.add_argument("--out", type=Path, default=None, help="folder for split_lab_<set>.jsonl")
     parser.add_argument("--list", action="store_true", help="print the cases and exit (no GPU)")
     args = parser.parse_args(argv)
