@@ -53,8 +53,8 @@ from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS",
-           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "AXPY_CTAS_PER_SM", "WIDE_THREAD_K",
-           "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
+           "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "AXPY_CTAS_PER_SM",
+           "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
            "split_for", "pinned_split", "is_backstop", "thread_tile", "wide_thread_tile_pays"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
@@ -72,10 +72,10 @@ SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
 #: The most partials one call writes.
 MAX_SPLITS: int = 128
 #: CTAs per SM that a skinny kernel's axpy loop splits K to fill, below the 3 its launch bound
-#: lets reside (which sets its registers): with the third CTA's streams of L, 4 rows 64 KB
-#: apart per step each, the loop moves less (16x16384x4096 NT: 52% of the copy rate at 3 per
-#: SM, 61% at 2 or 1; 3x8192x8192 NT: 76% against 84%: docs/tuning.md, "Run I"). The dot loop
-#: fills its launch bound's 4.
+#: lets reside (which sets its registers): a third CTA per SM makes the loop move less, for a
+#: cause not yet established (16x16384x4096 NT: 52% of the copy rate at 3 per SM, 61% at 2 or
+#: 1; 3x8192x8192 NT: 76% against 84%: docs/tuning.md, "Run I"). The dot loop fills its
+#: launch bound's 4.
 AXPY_CTAS_PER_SM: int = 2
 #: From this K on, a problem whose tiles fill the GPU is still split (when the workspace
 #: holds the partials), for accuracy ...
@@ -237,7 +237,8 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         best = max(best, cap)
     s = _chunked(p.k, best, granule)
     f = _wave_fill(tiles * s.splits, n_slots)
-    per_sm = f" ({n_slots // props.sm_count} a SM for the axpy loop)" if n_slots < slots(spec, props) else ""
+    capped = n_slots < slots(spec, props)
+    per_sm = f" ({n_slots // props.sm_count} a SM for the axpy loop)" if capped else ""
     return s, (f"{tiles} tiles x {s.splits} slices of K = {tiles * s.splits} CTAs fill {f:.0%} of the "
                f"{props.sm_count} SMs' resident slots{per_sm} in whole waves")
 
