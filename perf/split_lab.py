@@ -10,7 +10,7 @@ GPU: the unsplit 128x64 and 128x128 tiles, and 2-4 slices of each slice kernel),
 long-K shapes of issue 13, 4-32 slices), ``api`` (512^3 to 1536^3 and a few rectangles: what
 ``sgblas.sgemm`` runs with a default handle against the unsplit 128x64 tile that ran them
 before split-K took short K), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
-variant at 1 to 48 splits: how many CTAs per SM each loop streams best with,
+variant at 1 to 32 splits: how many CTAs per SM each loop streams best with,
 ``heuristic.AXPY_CTAS_PER_SM``). Every case is timed three ways in one process: cuBLAS
 ``gemmEx`` PEDANTIC; ``sgblas.sgemm`` on a handle with the default workspace (the
 heuristic's choice, recorded with ``explain``'s note); and each listed variant and split count
@@ -133,8 +133,7 @@ class Lab:
     def run(self, shape: tuple[int, int, int], pair: str, variants: list[tuple[str, int]]) -> dict[str, Any]:
         from perf.bench import Case
         from sgblas.dispatch import plan as plans
-        from sgblas.dispatch.heuristic import Split
-        from sgblas.kernels import skinny
+        from sgblas.dispatch.heuristic import split_of
         from sgblas.kernels.problem import GemmProblem
         from sgblas.kernels.spec import by_name
 
@@ -169,11 +168,7 @@ class Lab:
                                       int(a.data.ptr), case.lda, int(b.data.ptr), case.ldb, int(c.data.ptr), case.ldc)
                 if spec.can_implement(problem) is not None:
                     continue
-                split = None
-                if spec.role in ("splitk", "skinny"):
-                    granule = skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
-                    chunk = -(-(-(-k // splits)) // granule) * granule
-                    split = Split(-(-k // chunk), chunk)
+                split = split_of(spec, k, splits) if spec.role in ("splitk", "skinny") else None
                 plan = plans.make_plan(self.wide, spec, split, m, n, k, int(c.data.ptr), case.ldc)
 
                 def go(a, b, c, plan=plan):

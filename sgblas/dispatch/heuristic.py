@@ -54,8 +54,9 @@ from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", "MAX_SPLITS",
            "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "AXPY_CTAS_PER_SM",
-           "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas", "fill", "rank",
-           "split_for", "pinned_split", "is_backstop", "thread_tile", "wide_thread_tile_pays"]
+           "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas",
+           "fill", "rank", "split_of", "split_for", "pinned_split", "is_backstop", "thread_tile",
+           "wide_thread_tile_pays"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -182,6 +183,12 @@ def _chunked(k: int, splits: int, granule: int) -> Split:
     return Split(-(-k // chunk), chunk)
 
 
+def split_of(spec: KernelSpec, k: int, splits: int) -> Split:
+    """``splits`` slices of K for ``spec``, each a whole number of its K granule (a lab's way to
+    pin a split count; the heuristic chooses the count itself in :func:`split_for`)."""
+    return _chunked(k, splits, _granule(spec))
+
+
 def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int,
               accuracy: bool = False) -> tuple[Split | None, str]:
     """How ``spec`` (a split-K or skinny variant) would split ``p``: ``(Split, note)``, or
@@ -208,9 +215,10 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
             return None, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}"
     if cap < lo:
         cap = lo
-    tiles, n_slots = ctas(spec, p), slots(spec, props)
+    tiles, resident = ctas(spec, p), slots(spec, props)
+    n_slots = resident
     if spec.role == "skinny" and spec.config.mode == "axpy":
-        n_slots = min(n_slots, props.sm_count * AXPY_CTAS_PER_SM)
+        n_slots = min(resident, props.sm_count * AXPY_CTAS_PER_SM)
     if accuracy:
         want = max(lo, -(-p.k // ACCURACY_CHUNK))
         if want > cap:
@@ -237,8 +245,7 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         best = max(best, cap)
     s = _chunked(p.k, best, granule)
     f = _wave_fill(tiles * s.splits, n_slots)
-    capped = n_slots < slots(spec, props)
-    per_sm = f" ({n_slots // props.sm_count} a SM for the axpy loop)" if capped else ""
+    per_sm = f" ({n_slots // props.sm_count} a SM for the axpy loop)" if n_slots < resident else ""
     return s, (f"{tiles} tiles x {s.splits} slices of K = {tiles * s.splits} CTAs fill {f:.0%} of the "
                f"{props.sm_count} SMs' resident slots{per_sm} in whole waves")
 
@@ -368,8 +375,13 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     return out + _short(short, workspace_bytes)
 
 
+def _other_thread_tile(spec: KernelSpec, best: KernelSpec) -> bool:
+    """Whether ``spec`` and ``best`` share a CTA tile and differ in the thread tile."""
+    return spec.tile[:2] == best.tile[:2] and thread_tile(spec) != thread_tile(best)
+
+
 def _split_taken(spec: KernelSpec, split: Split, taken: KernelSpec) -> str:
-    if spec.tile[:2] == taken.tile[:2] and thread_tile(spec) != thread_tile(taken):
+    if _other_thread_tile(spec, taken):
         tm, tn = thread_tile(taken)
         return (f"{taken.name} splits K already: its {tm} x {tn} thread tile runs slices of "
                 f"{split.k_chunk} of K in {split.splits} slices faster")
@@ -383,7 +395,7 @@ def _short(short: list, workspace_bytes: int) -> list[Ranked]:
 
 def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DeviceProperties) -> str:
     mine, theirs = fill(spec, p, props), fill(best, p, props)
-    if spec.tile[:2] == best.tile[:2] and thread_tile(spec) != thread_tile(best):
+    if _other_thread_tile(spec, best):
         (tm, tn), pays = thread_tile(best), wide_thread_tile_pays(p.k, ctas(best, p), slots(best, props))
         return (f"{best.name}'s {tm} x {tn} thread tile runs this CTA tile faster: each CTA's K of {p.k} is "
                 + (f"at least {WIDE_THREAD_K}, or {WIDE_THREAD_ONE_WAVE_K} in one wave" if pays else

@@ -25,13 +25,11 @@ warp's copy reads consecutive addresses of S whichever way S is contiguous (the 
 an S contiguous along P with its vectors swizzled, ``_stage_dot``). L:
 both loops copy each lane's k steps with 16-byte ``cp.async`` into a ring of ``ring`` (4) steps
 in shared memory, so three steps are in flight while one is multiplied (dot at 128 registers, 4
-CTAs a SM; axpy at 168, 3 CTAs a SM). The axpy loop can instead load the next k step into
-registers before multiplying the current one (``ring=0``, register double buffering, which keeps
-a third as much in flight: docs/tuning.md, rung 18). Each has a copy
-of its loop with no bounds tests, taken for the pieces that lie wholly inside the matrix. Rows
-of S past P are not copied (their stale values reach only accumulators that are never stored;
-past the end of K the copies zero-fill, since L's zeros times a stale NaN would not be zero);
-the multiply-adds of a row block of 4 are skipped when the whole block is past P (a branch the
+CTAs a SM; axpy at 168, 3 CTAs a SM; the ring replaced loading the next step into registers,
+docs/tuning.md, rung 18). Each has a copy of its loop with no bounds tests, taken for the
+pieces that lie wholly inside the matrix. Rows of S past P are not copied (their stale values
+reach only accumulators that are never stored; past the end of K the copies zero-fill, since
+L's zeros times a stale NaN would not be zero); the multiply-adds of a row block of 4 are skipped when the whole block is past P (a branch the
 CTA takes uniformly), so m = 3 does a quarter of m = 16's arithmetic.
 
 K split: ``blockIdx.y`` is a split index s; the CTA covers k in
@@ -76,14 +74,12 @@ class SkinnyConfig:
     small: str  # "m" or "n": the dimension that is at most MP
     THREADS: int = 128
     #: Launch bound, CTAs of 128 threads per SM; None takes the mode's. axpy: 3 (at most 168
-    #: registers: the P x 4 accumulators and two register sets of L fit without spilling; 2
-    #: CTAs of 256 threads at 128 registers spilled 32-44 bytes). dot: 4 (at most 128
-    #: registers, which fit once L goes through the shared ring rather than registers, and 4 x
-    #: 48 KB of shared memory fit in an SM): more CTAs put more of L in flight.
+    #: registers: its 64 accumulators spill 16 bytes under the 128 of 4 CTAs, ptxas 13.5, and 3
+    #: CTAs' rings already hold 9 steps of L in flight per SM). dot: 4 (at most 128 registers,
+    #: and 4 x 48 KB of shared memory fit in an SM): more CTAs put more of L in flight.
     min_blocks: int | None = None
-    #: k steps of L in flight through a shared ring of 16-byte ``cp.async`` copies; 0 (axpy
-    #: only): L goes through registers, one step ahead. None takes 4.
-    ring: int | None = None
+    #: k steps of L in a shared ring of 16-byte ``cp.async`` copies, ring - 1 of them in flight.
+    ring: int = 4
 
     # dot: lanes per column along k, columns per lane, k per shared piece
     LK = 8
@@ -96,11 +92,7 @@ class SkinnyConfig:
     S_STAGES = 2  # shared stages of S
 
     def __post_init__(self) -> None:
-        if self.ring is None:
-            object.__setattr__(self, "ring", 4)
         if self.min_blocks is None:
-            # axpy's 64 accumulators spill under 128 registers even with L in a ring (16 bytes,
-            # ptxas 13.5), and 3 CTAs' rings already hold 9 steps of L in flight per SM.
             object.__setattr__(self, "min_blocks", 4 if self.mode == "dot" else 3)
 
     @property
@@ -134,9 +126,8 @@ class SkinnyConfig:
 
     @property
     def STAGES(self) -> int:
-        """The stage count in the name: L's ring depth, or S's shared stages when L goes
-        through registers; the one that sets how much is in flight."""
-        return self.ring if self.ring else self.S_STAGES
+        """The stage count in the name: L's ring depth, which sets how much is in flight."""
+        return self.ring
 
     @property
     def QC(self) -> int:
@@ -174,19 +165,14 @@ class SkinnyConfig:
             assert self.NC == 4 and self.LK == 8, "the end-of-range reduction assumes 8 lanes x 4 columns"
             assert 8 * self.NC * self.THREADS <= self.S_STAGES * MP * self.KC_DOT, \
                 "the reduction's 8-row rounds must fit in S's shared buffer"
-            assert self.ring, "the dot loop reads L through its ring"
             assert self.THREADS % (4 * MP) == 0, "a pass of S copied along P covers whole 16-byte vectors of k"
         else:
             assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
-        if self.ring:
-            # A ring slot must be a constant per unrolled step, and S's next piece, which rides
-            # in the group of the first step a piece issues, must land by the piece's last wait.
-            assert 2 <= self.ring <= self.STEPS and self.STEPS % self.ring == 0, \
-                "the ring must divide the steps of a piece"
-            assert self.ring - 1 <= 7, "cp.async.wait_group takes 0..7"
-            # (A ring of 2 keeps one step in flight, as the registers do, and its name would
-            # be the register loop's.)
-            assert self.mode == "dot" or self.ring >= 3, "an axpy ring needs at least 3 steps"
+        # A ring slot must be a constant per unrolled step, and S's next piece, which rides in
+        # the group of the first step a piece issues, must land by the piece's last wait.
+        assert 2 <= self.ring <= self.STEPS and self.STEPS % self.ring == 0, \
+            "the ring must divide the steps of a piece"
+        assert self.ring - 1 <= 7, "cp.async.wait_group takes 0..7"
         assert self.shared_bytes() <= 48 * 1024, "static shared memory is limited to 48 KB per CTA"
 
 
@@ -324,39 +310,6 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
       f"{r['S']}, sw_p + skt * s_k if skv else int64(0), uint32(4) if skv else uint32(0))")
 
 
-def _pieces(w, stage, load_l, compute, KC: int, SBUF: int, STEPS: int, *, first_k: str, fast_if: str,
-            step_note: str, step_k: str, fast_note: str = "", sync_note: str = "") -> None:
-    """The axpy K loop, after the prologue's ``if npieces > 0:``: S's pieces double
-    buffered through shared memory (``stage(ind, piece, buf)`` issues one), two k steps of L
-    per iteration in register sets 0 and 1, the second loading the step after it (past the
-    piece, the next piece's first step; zeros past ke). The loop runs in two copies: a fast one
-    under ``fast_if`` that tests nothing, and one that tests every load."""
-    assert STEPS % 2 == 0, "the next piece's first step must land in register set 0"
-    stage("        ", "int64(0)", "int64(0)")
-    load_l("        ", first_k, 0)
-    w("    for pc in range(npieces):")
-    w(f"        kp = kb + pc * {KC}")
-    w(f"        boff = (pc & 1) * {SBUF}")
-    w("        if pc + 1 < npieces:")
-    stage("            ", "(pc + 1)", "((pc + 1) & 1)")
-    w("            cp_async_wait1()")
-    w("        else:")
-    w("            cp_async_wait_all()")
-    w("        cuda.syncthreads()")
-    w(f"        if {fast_if}:{fast_note}")
-    ind = "            "
-    for fast in (True, False):
-        if not fast:
-            w("        else:")
-        w(f"{ind}for sp in range({STEPS // 2}):")
-        for s in range(2):
-            w(f"{ind}    st = sp * 2 + {s}")
-            w(f"{ind}    # step st: load {step_note} (zeros past ke) into set {1 - s}, multiply set {s}")
-            load_l(ind + "    ", f"kp + (st + 1) * {step_k}", 1 - s, fast)
-            compute(ind + "    ", "st", s)
-    w(f"        cuda.syncthreads(){sync_note}")
-
-
 def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     KC, NC, LK, R, T, SK = cfg.KC, cfg.NC, cfg.LK, cfg.ring, cfg.THREADS, cfg.SK
     SLOT = NC * T * 4  # floats per ring slot: one step of every thread's NC vectors
@@ -466,9 +419,10 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
 
 
 def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
-    KC, KU, VQ, STEPS = cfg.KC, cfg.KU, cfg.VQ, cfg.STEPS
+    KC, KU, VQ, R, T = cfg.KC, cfg.KU, cfg.VQ, cfg.ring, cfg.THREADS
     Lr = r["L"]
-    PER = KC * MP // cfg.THREADS  # S elements each thread stages per piece
+    PER = KC * MP // T  # S elements each thread stages per piece
+    al = "" if SIMULATOR else ", alignment=16"
     w(f"    q = int64(cuda.blockIdx.x) * {cfg.QC} + int64(tid) * {VQ}")
     w("    qfull = q + 4 <= Q")
     w("    qok = q < Q")
@@ -476,84 +430,26 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w(f"    acc = cuda.local.array({MP * VQ}, float32)   # acc[p * 4 + e]: row p, element q + e")
     w(f"    for i in range({MP * VQ}):")
     w("        acc[i] = float32(0)")
-    if cfg.ring:
-        w(f"    fb = cuda.local.array({KU * 4}, float32)  # L vectors of one step from the ring: fb[u*4 + e]")
-    else:
-        w(f"    fb = cuda.local.array({2 * KU * 4}, float32)  # L vectors, two steps: fb[set*16 + u*4 + e]")
-    w(f"    for i in range({(1 if cfg.ring else 2) * KU * 4}):")
+    w(f"    fb = cuda.local.array({KU * 4}, float32)  # L vectors of one step from the ring: fb[u*4 + e]")
+    w(f"    for i in range({KU * 4}):")
     w("        fb[i] = float32(0)")
 
-    def stage(ind: str, piece: str, buf: str, commit: bool = True) -> None:
+    def stage(ind: str, piece: str, buf: str) -> None:
         # Element e = tid + T * t of the piece is S(p = e % MP, kk = e // MP), stored at Ss[kk][p].
         w(f"{ind}sd = {buf} * {SBUF}")
         for t in range(PER):
-            w(f"{ind}e = int64(tid) + {t * cfg.THREADS}")
+            w(f"{ind}e = int64(tid) + {t * T}")
             w(f"{ind}sp = e % {MP}")
             w(f"{ind}sk = kb + {piece} * {KC} + e // {MP}")
             w(f"{ind}if sp < P:  # rows past P: see the dot kernel's staging")
             w(f"{ind}    ok = sk < ke")
             w(f"{ind}    cp_async4(Ss, sd + e, {r['S']}, sp * s_p + sk * s_k if ok else int64(0), "
               f"uint32(4) if ok else uint32(0))")
-        if commit:
-            w(f"{ind}cp_async_commit()")
 
-    def load_l(ind: str, kexpr: str, s: int, fast: bool = False) -> None:
-        if fast:  # whole vectors, all rows before ke: nothing to test
-            w(f"{ind}lg = lq + ({kexpr}) * ldl")
-            for u in range(KU):
-                o = s * KU * 4 + u * 4
-                w(f"{ind}fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lg + {u} * ldl)")
-            return
-        for u in range(KU):
-            o = s * KU * 4 + u * 4
-            w(f"{ind}kn = {kexpr} + {u}")
-            w(f"{ind}lg = lq + kn * ldl")
-            w(f"{ind}if qfull and kn < ke:")
-            w(f"{ind}    fb[{o}], fb[{o + 1}], fb[{o + 2}], fb[{o + 3}] = ldg4({Lr}, lg)")
-            w(f"{ind}else:")
-            for e in range(4):
-                w(f"{ind}    fb[{o + e}] = ldg1({Lr}, lg + {e}) if kn < ke and q + {e} < Q else float32(0)")
-
-    def compute(ind: str, st: str, s: int) -> None:
-        w(f"{ind}so = boff + {st} * {KU * MP}")
-        for rb in range(MP // 4):
-            p = ind
-            if rb:
-                w(f"{ind}if pl > uint32({4 * rb}):")
-                p = ind + "    "
-            w(f"{p}for u in range({KU}):")
-            w(f"{p}    s0, s1, s2, s3 = lds4(Ss, so + u * {MP} + {4 * rb})")
-            w(f"{p}    for e in range(4):")
-            for j in range(4):
-                w(f"{p}        acc[{(4 * rb + j) * 4} + e] += s{j} * fb[{s * KU * 4} + u * 4 + e]")
-
-    if cfg.ring:
-        _axpy_ring_loop(cfg, r, w, stage, compute)
-    else:
-        w("    if npieces > 0:")
-        _pieces(w, stage, load_l, compute, KC, SBUF, STEPS, first_k="kb",
-                fast_if=f"qfull and kp + {KC + KU} <= ke", fast_note="  # the fast copy: nothing to test",
-                step_note=f"the next {KU} k rows of L", step_k=f"{KU}")
-    w("    if qok:")
-    for pp in range(MP):
-        w(f"        if {pp} < P:")
-        w("            for e in range(4):")
-        w("                if q + e < Q:")
-        w(f"                    off = c_s + {pp} * c_p + (q + e) * c_q")
-        w(f"                    C[off] = alpha * acc[{pp * 4} + e] + beta * C[off] if for_beta "
-          f"else alpha * acc[{pp * 4} + e]")
-
-
-def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, stage, compute) -> None:
-    """The axpy K loop with L through a shared ring of ``cfg.ring`` steps (the dot loop's
-    scheme and cp.async group accounting, which ``_dot_body`` states): each step's ``KU``
-    16-byte vectors of a lane go by ``cp.async`` into its ring slot, ``ring - 1`` steps ahead,
-    and are read back into ``fb`` just before they are multiplied."""
-    KU, R, T = cfg.KU, cfg.ring, cfg.THREADS
-    Lr = r["L"]
-    al = "" if SIMULATOR else ", alignment=16"
     # Ring slot j holds step g when g % R == j: vector u of thread t at ((j * KU + u) * T + t) * 4,
-    # so a warp's 16-byte copies and reads are consecutive.
+    # so a warp's 16-byte copies and reads are consecutive. The dot loop's scheme and cp.async
+    # group accounting (``_dot_body``): each step's KU vectors of a lane go into its slot R - 1
+    # steps ahead and are read back into fb just before they are multiplied.
     w(f"    Lring = cuda.shared.array({R * KU * T * 4}, float32{al})")
     w("    rt = int64(tid) * 4")
 
@@ -574,13 +470,31 @@ def _axpy_ring_loop(cfg: SkinnyConfig, r: dict, w, stage, compute) -> None:
                           lambda e: f"{kstep} + {u} < ke and q + {e} < Q")
 
     def multiply(ind: str, st: str, j: int) -> None:
+        """Multiply step st of this piece, read from ring slot j, into the accumulators."""
         for u in range(KU):
             w(f"{ind}fb[{4 * u}], fb[{4 * u + 1}], fb[{4 * u + 2}], fb[{4 * u + 3}] = "
               f"lds4(Lring, {(j * KU + u) * T * 4} + rt)")
-        compute(ind, st, 0)
+        w(f"{ind}so = boff + {st} * {KU * MP}")
+        for rb in range(MP // 4):
+            p = ind
+            if rb:
+                w(f"{ind}if pl > uint32({4 * rb}):")
+                p = ind + "    "
+            w(f"{p}for u in range({KU}):")
+            w(f"{p}    s0, s1, s2, s3 = lds4(Ss, so + u * {MP} + {4 * rb})")
+            w(f"{p}    for e in range(4):")
+            for jj in range(4):
+                w(f"{p}        acc[{(4 * rb + jj) * 4} + e] += s{jj} * fb[u * 4 + e]")
 
-    _ring_loop(w, cfg, lambda ind, piece, buf: stage(ind, piece, buf, commit=False), copy_l, multiply,
-               fast_if="qfull")
+    _ring_loop(w, cfg, stage, copy_l, multiply, fast_if="qfull")
+    w("    if qok:")
+    for pp in range(MP):
+        w(f"        if {pp} < P:")
+        w("            for e in range(4):")
+        w("                if q + e < Q:")
+        w(f"                    off = c_s + {pp} * c_p + (q + e) * c_q")
+        w(f"                    C[off] = alpha * acc[{pp * 4} + e] + beta * C[off] if for_beta "
+          f"else alpha * acc[{pp * 4} + e]")
 
 
 def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) -> None:

@@ -20,15 +20,12 @@ def _namespace(cfg: SkinnyConfig) -> dict:
     ns = {
         "__name__": skinny.__name__,
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
-        "ldg4": memory.ldg4, "lds4": memory.lds4, "ldg1": memory.ldg1,
-        "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
+        "lds4": memory.lds4, "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
     }
-    # The count of a wait_group must be a constant: the factory makes that intrinsic. Without
-    # a ring, axpy waits for all but S's newest piece; through one, for all but L's ring - 1
-    # newest steps.
-    for count in {1, cfg.ring - 1} if cfg.ring else {1}:
-        ns[f"cp_async_wait{count}"] = memory.cp_async_wait_group(count)
+    # The count of a wait_group must be a constant (all but L's ring - 1 newest steps): the
+    # factory makes that intrinsic.
+    ns[f"cp_async_wait{cfg.ring - 1}"] = memory.cp_async_wait_group(cfg.ring - 1)
     return ns
 
 

@@ -200,6 +200,14 @@ def test_skinny_shapes_take_the_skinny_kernels(shape, name, splits):
     assert "bound by memory bandwidth" in reasons["sgemm_general_nn_128x64x16_2s_a4"]
 
 
+def test_split_of_rounds_each_slice_to_the_kernel_granule():
+    axpy = next(s for s in GEMM_KERNELS if s.name == "sgemm_skinny_axpy_nt_16x512x32_4s_a16")
+    assert heuristic.split_of(axpy, 4096, 12) == heuristic.Split(12, 352)   # pieces of 32
+    assert heuristic.split_of(axpy, 4096, 22) == heuristic.Split(22, 192)
+    slice_kernel = next(s for s in GEMM_KERNELS if s.name == "sgemm_splitk_nn_128x128x16_2s_a16")
+    assert heuristic.split_of(slice_kernel, 1000, 3) == heuristic.Split(3, 336)  # steps of 16
+
+
 @pytest.mark.parametrize("shape, pair, splits", [
     ((16, 16384, 4096), "NT", 8),   # 32 CTAs along n: 8 splits, 256 CTAs
     ((16, 16384, 4096), "TT", 8),

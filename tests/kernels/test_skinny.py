@@ -20,7 +20,6 @@ padding bit for bit.
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 
 import numpy as np
@@ -78,18 +77,8 @@ def _run(cfg, m, n, k, alpha, beta, splits, ops) -> np.ndarray:
 
 
 def _kernel(cfg):
-    """The registry's variant of ``cfg``; a config that is no registry row (a trial of the
-    generator) is built from its text."""
-    try:
-        spec = by_name(cfg.name())
-        if spec.config == cfg:
-            return dispatcher(spec)
-    except KeyError:
-        pass
-    from sgblas.kernels import skinny_jit
-
-    fn = skinny_jit.build_pyfunc(cfg, "trial_" + cfg.name())
-    return cuda.jit(launch_bounds=cfg.launch_bounds)(fn) if not skinny.SIMULATOR else cuda.jit(fn)
+    """The registry's variant of ``cfg``."""
+    return dispatcher(by_name(cfg.name()))
 
 
 def _shape(cfg, p: int, k: int) -> tuple[int, int, int]:
@@ -137,23 +126,6 @@ def _check_case(cfg, small, k, splits, alpha, beta):
                          ops.C, ops.ldc)
     got = _run(cfg, m, n, k, alpha, beta, splits, ops)
     assert_gemm_close(got, ref, seed=seed, label=f"{cfg.name()} m={m} n={n} k={k} splits={splits}")
-
-
-#: The axpy loop with L through registers, one step ahead, instead of the manifest's shared ring
-#: (``ring=0``, docs/tuning.md, rung 18): every axpy variant with the cheap cases, one with the
-#: long ones (pieces of S, a split of three).
-AXPY_REGISTER_CASES = [
-    pytest.param(key, *case, id=f"{dataclasses.replace(CONFIGS[key], ring=0).name()}-{i}")
-    for key in sorted(CONFIGS) if CONFIGS[key].mode == "axpy"
-    for i, case in enumerate(CASES) if i in (0, 3) or key == ("N", "T", "m")
-]
-
-
-@pytest.mark.parametrize("key, small, k, splits, alpha, beta", AXPY_REGISTER_CASES)
-def test_axpy_through_registers(key, small, k, splits, alpha, beta):
-    cfg = dataclasses.replace(CONFIGS[key], ring=0)
-    assert cfg.name().endswith("_2s_a16") and cfg.min_blocks == 3
-    _check_case(cfg, small, k, splits, alpha, beta)
 
 
 def _explain(h, case):
