@@ -38,6 +38,10 @@ _DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "llvmlite": ("llvmlite",),
     "cuda_bindings": ("cuda-bindings",),
     "cuda_core": ("cuda-core",),
+    # The compiler behind the kernel cache: NVVM makes the PTX, nvJitLink the cubin; the
+    # kernels' speed depends on both (docs/tuning.md, "Run J").
+    "nvvm": ("nvidia-nvvm",),
+    "nvjitlink": ("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12"),
     "cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"),
     "torch": ("torch",),
 }
@@ -167,6 +171,33 @@ def _version_pair(value: Any) -> list[int] | None:
         return None
 
 
+_TOOL_VERSION = re.compile(rb"Cuda compilation tools, release [\d.]+, V([\d.]+)")
+
+
+def cubin_toolchain(cubin: bytes) -> str | None:
+    """The version of the compiler that assembled ``cubin``, from its ELF note (nvJitLink's
+    or the driver's ptxas), or None when the note is absent."""
+    found = _TOOL_VERSION.search(cubin)
+    return found.group(1).decode() if found else None
+
+
+def cache_toolchains(cc: tuple[int, int]) -> dict[str, int]:
+    """How many of the registry's variants for ``cc`` the kernel cache holds, by the version
+    of the compiler that assembled each (``"missing"`` for those it does not hold). A result
+    belongs to the cubins that ran, which may have been compiled elsewhere than the measuring
+    machine: the same PTX assembled by 13.0 and 13.5 ran some kernels 2-4% apart
+    (docs/tuning.md, "Run J")."""
+    from sgblas.kernels.spec import REGISTRY
+    from sgblas.runtime import cache as kernel_cache
+
+    counts: dict[str, int] = {}
+    for spec in REGISTRY:
+        entry = kernel_cache.read(spec.name, cc)
+        key = "missing" if entry is None else (cubin_toolchain(entry.cubin) or "unknown")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def device_info(device: int = 0) -> dict[str, Any]:
     """Name, compute capability, SMs, clock, L2, memory, driver, runtime and NVRTC of ``device``.
 
@@ -214,6 +245,8 @@ def device_info(device: int = 0) -> dict[str, Any]:
         info["error"] = f"{type(exc).__name__}: {exc}"
     info["driver_version"] = _driver_version_string()
     info["runtime_version"] = _cudart_version()
+    if info.get("compute_capability"):
+        info["kernel_cache_toolchains"] = cache_toolchains(tuple(info["compute_capability"]))
     cupy = sys.modules.get("cupy")
     if cupy is not None:
         try:

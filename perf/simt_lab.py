@@ -51,7 +51,9 @@ ODD = [(f"odd_a{cls}", pair, m, n, k, pad, offs)
            ("16", 4095, 4093, 4097, 1, (4, 8, 0)),    # odd m, n, k; ld rounded below to a16
            ("8", 2001, 3001, 2003, 1, (2, 2, 2)),     # ld even: the 8-byte class
            ("4", 4097, 4097, 4097, 3, (1, 2, 3)),     # odd lds, offsets 1-3: the 4-byte class
-           ("4", 8191, 8190, 8193, 2, (3, 1, 2)))]
+           ("4", 8191, 8190, 8193, 2, (3, 1, 2)),
+           ("4", 4096, 4096, 4096, 0, (1, 1, 1)),     # issue 14's examples: tight lds of 4096
+           ("4", 4096, 4096, 4096, 1, (0, 0, 0)))]    # with offset pointers, lds padded by one
 #: a16 cases keep ld a multiple of 4; the a8 ones a multiple of 2.
 ROUND = {"odd_a16": 4, "odd_a8": 2}
 

@@ -292,6 +292,40 @@ def test_results_name_no_local_folders():
         ["--quick", "--out", "<DIR>", "--results=<DIR>", "--pairs", "NN"]
 
 
+def test_results_name_the_compiler_of_the_cached_cubins(tmp_path, monkeypatch):
+    """A cubin names the ptxas that assembled it in an ELF note; the environment record counts
+    the registry's cached cubins by that version, and the ones the cache does not hold."""
+    note = b"\x7fELF...NVIDIA CUDA Toolkit Information\x00Cuda compilation tools, release 13.0, V13.0.88\x00"
+    assert environment.cubin_toolchain(note) == "13.0.88"
+    assert environment.cubin_toolchain(b"\x7fELF no note") is None
+    from sgblas.kernels.spec import REGISTRY
+    from sgblas.runtime import cache as kernel_cache
+
+    site = tmp_path / "site"
+    site.mkdir(mode=0o700)
+    monkeypatch.setenv(kernel_cache.CACHE_DIR_VARIABLE, str(site))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))  # an empty per-user cache
+    first, second = REGISTRY[0].name, REGISTRY[1].name
+    kernel_cache.write(first, (9, 0), "entry", note)
+    kernel_cache.write(second, (9, 0), "entry", b"\x7fELF no note")
+    assert environment.cache_toolchains((9, 0)) == {"13.0.88": 1, "unknown": 1, "missing": len(REGISTRY) - 2}
+
+
+def test_split_lab_sets_time_registry_variants_in_every_case():
+    """Each case of every split-lab set times at least one variant, each named by the registry
+    (a pair without a listed tile, TN and its 128x128 slice kernel, keeps the others)."""
+    from perf import split_lab
+    from sgblas.kernels.spec import by_name
+
+    for which in ("short", "long", "api", "skinny"):
+        for shape, pair, variants in split_lab.cases(which):
+            assert variants, (which, shape, pair)
+            for name, splits in variants:
+                assert by_name(name).pair == (pair[0], pair[1]) and splits >= 1, (which, name)
+    long_tn = [v for shape, pair, vs in split_lab.cases("long") if pair == "TN" for v, _ in vs]
+    assert long_tn and all("128x64" in v for v in long_tn)
+
+
 # --------------------------------------------------------------------------------------------
 # Overhead helpers
 
