@@ -106,6 +106,8 @@ class TileConfig:
     split_k: bool = False    # a split-K slice kernel (ABI GEMM_SPLIT), see the module doc
     TM: int = 8              # thread tile rows: TM // 4 sub-tiles of 4, WM / (TM // 4) apart
     TN: int = 8              # thread tile columns: TN // 4 sub-tiles of 4, WN / (TN // 4) apart
+    fma: str = "rows"        # the FMA block's order: "rows" (i outer, j inner) or "snake" (outer
+    #                          over the shorter side, inner snaking: docs/tuning.md, rung 25)
 
     STAGES = 2  # shared-memory stages (double buffering)
 
@@ -186,6 +188,7 @@ class TileConfig:
         assert self.transa in ("N", "T") and self.transb in ("N", "T"), \
             f"transpose pair {self.transa!r}{self.transb!r} is not one of NN, NT, TN, TT"
         assert self.align in (4, 8, 16), f"alignment class {self.align} is not 16, 8 or 4 bytes"
+        assert self.fma in ("rows", "snake"), f"FMA order {self.fma!r} is not 'rows' or 'snake'"
         assert 32 % self.LANES_M == 0, "LANES_M must divide the 32 lanes of a warp"
         assert self.TM % 4 == 0 and self.TN % 4 == 0, "a thread tile is made of 4 x 4 sub-tiles"
         assert self.WM == self.TM * self.LANES_M and self.BM == self.WM * self.WARPS_M, \
@@ -443,9 +446,22 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
 
     def fma(p: str, buf: int) -> None:
         # Constant trip counts: NVVM unrolls both loops, so every index is a constant and
-        # acc/fa/fb live in registers.
-        w(f"{p}for i in range({TM}):")
-        w(f"{p}    for j in range({TN}):")
+        # acc/fa/fb live in registers. The order of these independent FMAs is the input of
+        # ptxas's register allocation. "snake": the outer loop runs over the shorter side and
+        # the inner one snakes (forward, then backward), so each FMA shares a source with the
+        # one before, across rows too; in TN and TT it halved the FFMAs whose uncached sources
+        # share a register bank, under nvJitLink 13.0 and 13.5 alike, and cut their dispatch
+        # stalls (docs/tuning.md, rung 25). Each accumulator adds its products in k order
+        # either way, so the bits do not depend on the order.
+        if cfg.fma == "rows":
+            w(f"{p}for i in range({TM}):")
+            w(f"{p}    for j in range({TN}):")
+            w(f"{p}        acc[i * {TN} + j] += fa[{TM * buf} + i] * fb[{TN * buf} + j]")
+            return
+        (outer, n_out), (inner, n_in) = (("i", TM), ("j", TN)) if TM <= TN else (("j", TN), ("i", TM))
+        w(f"{p}for {outer} in range({n_out}):")
+        w(f"{p}    for s in range({n_in}):")
+        w(f"{p}        {inner} = s if {outer} % 2 == 0 else {n_in - 1} - s")
         w(f"{p}        acc[i * {TN} + j] += fa[{TM * buf} + i] * fb[{TN * buf} + j]")
 
     def k_step_body(p: str, has_next: bool, tail: bool = False) -> None:

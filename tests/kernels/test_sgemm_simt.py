@@ -29,6 +29,7 @@ seed of each case is in the assertion message.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import zlib
@@ -228,6 +229,39 @@ def test_a_larger_thread_tile_loads_fewer_fragments_per_fma(pair):
         for h in range(2):   # B: 2 sub-tiles 32 columns apart
             assert src.count(f"lds4(Bs, b_r + {kk * cfg.SB + h * 32})") == 3, (kk, h)
     assert src.count("lds4(As, a_r + ") == 3 * 4 * cfg.BK and src.count("lds4(Bs, b_r + ") == 3 * 2 * cfg.BK
+
+
+def _fma_order(src: str) -> list[tuple[int, int]]:
+    """The (i, j) order of one k step's FMA block, by running the generated loops."""
+    lines = src.splitlines()
+    last = next(n for n, line in enumerate(lines) if "+= fa[" in line)
+    first = last
+    while re.match(r"\s*(for \w+ in range\(\d+\):|[ij] = s if )", lines[first - 1]):
+        first -= 1
+    block = lines[first:last]
+    indent = len(block[0]) - len(block[0].lstrip())
+    body = "\n".join(line[indent:] for line in block) + "\n" + " " * 8 + "order.append((i, j))\n"
+    order: list[tuple[int, int]] = []
+    exec(body, {"order": order})  # noqa: S102 - the generator's own text
+    return order
+
+
+@pytest.mark.parametrize("tile", ["8x8", "16x8"])
+def test_fma_block_snakes_along_the_longer_side(tile):
+    """``fma="snake"``: every accumulator once per k step, in an order where each FMA shares an
+    operand with the one before (the inner loop runs over the longer side and reverses on every
+    other row), so the reuse cache holds one of its sources across rows too (docs/tuning.md,
+    rung 25). The default keeps the row order."""
+    cfg = TileConfig(transa="T") if tile == "8x8" else TileConfig(**WIDE)
+    rows = _fma_order(generate_source(cfg, "probe"))
+    assert cfg.fma == "rows" and rows == [(i, j) for i in range(cfg.TM) for j in range(cfg.TN)]
+    order = _fma_order(generate_source(dataclasses.replace(cfg, fma="snake"), "probe"))
+    assert sorted(order) == rows
+    assert all(a[0] == b[0] or a[1] == b[1] for a, b in zip(order, order[1:]))
+    inner = 1 if cfg.TM <= cfg.TN else 0  # the index that changes within a row
+    assert order[0][inner] == 0 and order[max(cfg.TM, cfg.TN)][inner] == max(cfg.TM, cfg.TN) - 1
+    with pytest.raises(AssertionError, match="FMA order"):
+        TileConfig(fma="diagonal").check()
 
 
 @pytest.mark.parametrize("align", ALIGNS)
