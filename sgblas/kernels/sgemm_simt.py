@@ -456,12 +456,11 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         if cfg.fma == "rows":
             w(f"{p}for i in range({TM}):")
             w(f"{p}    for j in range({TN}):")
-            w(f"{p}        acc[i * {TN} + j] += fa[{TM * buf} + i] * fb[{TN * buf} + j]")
-            return
-        (outer, n_out), (inner, n_in) = (("i", TM), ("j", TN)) if TM <= TN else (("j", TN), ("i", TM))
-        w(f"{p}for {outer} in range({n_out}):")
-        w(f"{p}    for s in range({n_in}):")
-        w(f"{p}        {inner} = s if {outer} % 2 == 0 else {n_in - 1} - s")
+        else:
+            (outer, n_out), (inner, n_in) = (("i", TM), ("j", TN)) if TM <= TN else (("j", TN), ("i", TM))
+            w(f"{p}for {outer} in range({n_out}):")
+            w(f"{p}    for s in range({n_in}):")
+            w(f"{p}        {inner} = s if {outer} % 2 == 0 else {n_in - 1} - s")
         w(f"{p}        acc[i * {TN} + j] += fa[{TM * buf} + i] * fb[{TN * buf} + j]")
 
     def k_step_body(p: str, has_next: bool, tail: bool = False) -> None:

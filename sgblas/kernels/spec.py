@@ -158,14 +158,15 @@ _T64_KA = dict(_T64, min_blocks=3)
 _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
 
 #: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
-#: alignment class in bytes). TN's and TT's 128x128 16-byte rows run their FMA block in the
-#: snaking order (rung 25: faster under both toolchains measured, no spill under either); the
-#: other rows keep the row order, which the snaking one either slowed (NN 16 x 8) or made spill
-#: a few registers under one toolchain or the other (docs/tuning.md). A row is the whole recipe: name, guard, grid, builder and
+#: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
 #: tests follow from it. Every pair has both tiles in the 16- and 4-byte classes and the large
 #: tile in the 8-byte class; each row costs 20-30 s of single-threaded compile at warm-up, and
 #: an 8-byte problem too small for the large tile runs the small tile's 4-byte variant. NN and NT
-#: add the large tile with the 16 x 8 thread tile in the 16-byte class.
+#: add the large tile with the 16 x 8 thread tile in the 16-byte class. TN's and TT's 128x128
+#: 16-byte rows run their FMA block in the snaking order (rung 25: faster under both toolchains
+#: measured, no spill under either); the other rows keep the row order, which the snaking one
+#: slowed (NN 16 x 8), made spill a few registers under one toolchain or the other, or was not
+#: timed under both (docs/tuning.md).
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128W, transa="N", transb="N", align=16),
     TileConfig(**_T128W, transa="N", transb="T", align=16),
