@@ -162,24 +162,26 @@ _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=
 #: tests follow from it. Every pair has both tiles in the 16- and 4-byte classes and the large
 #: tile in the 8-byte class; each row costs 20-30 s of single-threaded compile at warm-up, and
 #: an 8-byte problem too small for the large tile runs the small tile's 4-byte variant. NN and NT
-#: add the large tile with the 16 x 8 thread tile in the 16-byte class. TN's and TT's 128x128
-#: 16-byte rows run their FMA block in the snaking order (rung 25: faster under both toolchains
-#: measured, no spill under either); the other rows keep the row order, which the snaking one
-#: slowed (NN 16 x 8), made spill a few registers under one toolchain or the other, or was not
-#: timed under both (docs/tuning.md).
+#: add the large tile with the 16 x 8 thread tile in the 16-byte class. ``fma="snake"`` marks
+#: the rows whose FMA block runs in the snaking order: each was faster with it under one of the
+#: two nvJitLink versions measured, no slower under the other, and spills under neither (rungs
+#: 25 and 26 in docs/tuning.md). The other rows keep the row order: the snaking one slowed
+#: NN 16 x 8 and NN's 8-byte row under 13.5 and TT's 4-byte row under 13.0, made TN's 4- and
+#: 8-byte rows, NT's 8 x 8 16-byte row and NN's 128x64 rows spill under one toolchain, and was
+#: not timed under both on the rest (NN's 8 x 8 16-byte row, the other 128x64 rows).
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128W, transa="N", transb="N", align=16),
-    TileConfig(**_T128W, transa="N", transb="T", align=16),
+    TileConfig(**_T128W, transa="N", transb="T", align=16, fma="snake"),
     TileConfig(**_T128, transa="N", transb="N", align=16),
     TileConfig(**_T128, transa="N", transb="T", align=16),
     TileConfig(**_T128, transa="T", transb="N", align=16, fma="snake"),
     TileConfig(**_T128, transa="T", transb="T", align=16, fma="snake"),
     TileConfig(**_T128, transa="N", transb="N", align=8),
-    TileConfig(**_T128, transa="N", transb="T", align=8),
+    TileConfig(**_T128, transa="N", transb="T", align=8, fma="snake"),
     TileConfig(**_T128, transa="T", transb="N", align=8),
-    TileConfig(**_T128, transa="T", transb="T", align=8),
-    TileConfig(**_T128, transa="N", transb="N", align=4),
-    TileConfig(**_T128, transa="N", transb="T", align=4),
+    TileConfig(**_T128, transa="T", transb="T", align=8, fma="snake"),
+    TileConfig(**_T128, transa="N", transb="N", align=4, fma="snake"),
+    TileConfig(**_T128, transa="N", transb="T", align=4, fma="snake"),
     TileConfig(**_T128, transa="T", transb="N", align=4),
     TileConfig(**_T128, transa="T", transb="T", align=4),
     TileConfig(**_T64, transa="N", transb="N", align=16),
