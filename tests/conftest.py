@@ -29,6 +29,9 @@ def _gpu_present() -> bool:
 GPU_PRESENT = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and _gpu_present()
 if not GPU_PRESENT:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    from helpers import pace_simulator
+
+    SIMULATOR_PACED = pace_simulator()
 
 
 def _gpu_count() -> int:
@@ -78,7 +81,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_report_header(config):
-    return f"sgblas tests: {'real GPU' if GPU_PRESENT else 'CUDA simulator (no GPU found)'}"
+    if GPU_PRESENT:
+        return "sgblas tests: real GPU"
+    loop = "paced block loop" if SIMULATOR_PACED else "numba-cuda's own block loop"
+    return f"sgblas tests: CUDA simulator (no GPU found), {loop}"
 
 
 @pytest.fixture(autouse=True)

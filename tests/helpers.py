@@ -20,7 +20,7 @@ from sgblas.testing import GemmCase as Case
 from sgblas.testing import column_major, stored_shape
 
 __all__ = ["Case", "column_major", "stored_shape", "REPO", "TESTS", "child_env", "PTX_NEEDS", "ptx_targets",
-           "start_ptx", "stop_ptx", "ptx"]
+           "start_ptx", "stop_ptx", "ptx", "pace_simulator"]
 
 #: The checkout's root, and its tests folder.
 REPO: str = str(Path(__file__).resolve().parents[1])
@@ -38,6 +38,82 @@ def child_env(*, drop: Iterable[str] = (), **variables: str) -> dict[str, str]:
     env.update(variables)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, TESTS, env.get("PYTHONPATH", "")) if p)
     return env
+
+
+# ---------------------------------------------------------------------------------------------
+# The CUDA simulator's block loop
+# ---------------------------------------------------------------------------------------------
+#
+# numba-cuda's simulator runs a block's threads as Python threads, and BlockManager.run polls
+# them in a loop that never lets go of the interpreter lock: while most threads wait at a
+# barrier, the poller takes a large share of the interpreter from the few still working. The
+# same loop with a short sleep per pass runs the simulator's kernels about twice as fast
+# (docs/reliability.md, "Running"), with the same barrier and exception logic. It replaces the
+# installed loop only when that loop is the one it was copied from (numba-cuda 0.30's, by the
+# hash of its source); another version keeps its own loop and the tests run slower.
+
+_SIMULATOR_LOOP_SHA256 = "f5b9106aec437684"
+_SIMULATOR_POLL_S = 0.0005
+
+
+def _paced_block_run(self, grid_point, *args):
+    """numba-cuda 0.30's ``BlockManager.run`` with ``time.sleep`` at the end of each pass."""
+    import time
+
+    import numpy as np
+    from numba.cuda.simulator.kernel import BlockThread
+
+    threads = set()
+    livethreads = set()
+    blockedthreads = set()
+    for block_point in np.ndindex(*self._block_dim):
+
+        def target():
+            self._f(*args)
+
+        t = BlockThread(target, self, grid_point, block_point, self._debug)
+        t.start()
+        threads.add(t)
+        livethreads.add(t)
+    while livethreads:
+        for t in livethreads:
+            if t.syncthreads_blocked:
+                blockedthreads.add(t)
+            elif t.exception:
+                for t_other in threads:
+                    t_other.abort = True
+                    t_other.syncthreads_blocked = False
+                    t_other.syncthreads_event.set()
+                raise t.exception[0].with_traceback(t.exception[1])
+        if livethreads == blockedthreads:
+            for t in blockedthreads:
+                t.syncthreads_blocked = False
+                t.syncthreads_event.set()
+            blockedthreads = set()
+        livethreads = set([t for t in livethreads if t.is_alive()])
+        time.sleep(_SIMULATOR_POLL_S)
+    for t in threads:
+        if t.exception:
+            raise t.exception[0].with_traceback(t.exception[1])
+
+
+def pace_simulator() -> bool:
+    """Install :func:`_paced_block_run` as the simulator's block loop when the installed loop
+    is the one it copies; returns whether it did (conftest calls this under the simulator)."""
+    import hashlib
+    import inspect
+    import textwrap
+
+    from numba.cuda.simulator import kernel
+
+    try:
+        source = textwrap.dedent(inspect.getsource(kernel.BlockManager.run))
+    except (AttributeError, OSError, TypeError):
+        return False
+    if hashlib.sha256(source.encode()).hexdigest()[:16] != _SIMULATOR_LOOP_SHA256:
+        return False
+    kernel.BlockManager.run = _paced_block_run
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
