@@ -27,6 +27,7 @@ def _gpu_present() -> bool:
 
 
 GPU_PRESENT = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and _gpu_present()
+SIMULATOR_PACED = False
 if not GPU_PRESENT:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     from helpers import pace_simulator

@@ -58,8 +58,6 @@ _SIMULATOR_POLL_S = 0.0005
 
 def _paced_block_run(self, grid_point, *args):
     """numba-cuda 0.30's ``BlockManager.run`` with ``time.sleep`` at the end of each pass."""
-    import time
-
     import numpy as np
     from numba.cuda.simulator.kernel import BlockThread
 
