@@ -51,19 +51,17 @@ SKINNY_MANIFEST: tuple[SkinnyConfig, ...] = skinny.MANIFEST
 
 
 def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, ...]:
-    """The slice kernels, 16-byte class: the 128x64 tile of every transpose pair, and the
-    128x128 tile of every pair but TN.
+    """The slice kernels, 16-byte class: every 16-byte row of the SIMT manifest with its
+    epilogue writing a partial (each tile and thread tile, in its row's FMA order).
 
     The 128x128 tile uses each loaded element twice as often, and ran the long-K shapes and
-    1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"). TN's
-    128x128 slice kernel, with both operands staged through registers, spills under the
-    128-register cap of two CTAs per SM, so TN keeps the 128x64 one. The
-    16-byte class only: a problem whose A or B is less aligned is rare among the shapes
-    split-K is for, and each row costs a compile.
+    1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"); TN's
+    128x128 one spilled then, and no longer does since its copies hold a whole K step
+    (rung 17; run L in docs/tuning.md). The 16-byte class only: a problem whose A or B is
+    less aligned is rare among the shapes split-K is for, and each row costs a compile.
     """
     rows = [dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest
-            if cfg.BM == 128 and cfg.align == 16 and not cfg.split_k
-            and (cfg.BN == 64 or cfg.BN == 128 and cfg.pair != ("T", "N"))]
+            if cfg.BM == 128 and cfg.align == 16 and not cfg.split_k]
     return tuple(rows)
 
 

@@ -313,7 +313,7 @@ def test_results_name_the_compiler_of_the_cached_cubins(tmp_path, monkeypatch):
 
 def test_split_lab_sets_time_registry_variants_in_every_case():
     """Each case of every split-lab set times at least one variant, each named by the registry
-    (a pair without a listed tile, TN and its 128x128 slice kernel, keeps the others)."""
+    (a pair without a listed tile, TN and TT without the 16 x 8 thread tile, keeps the others)."""
     from perf import split_lab
     from sgblas.kernels.spec import by_name
 
@@ -322,8 +322,8 @@ def test_split_lab_sets_time_registry_variants_in_every_case():
             assert variants, (which, shape, pair)
             for name, splits in variants:
                 assert by_name(name).pair == (pair[0], pair[1]) and splits >= 1, (which, name)
-    long_tn = [v for shape, pair, vs in split_lab.cases("long") if pair == "TN" for v, _ in vs]
-    assert long_tn and all("128x64" in v for v in long_tn)
+    long_tn = {v for shape, pair, vs in split_lab.cases("long") if pair == "TN" for v, _ in vs}
+    assert long_tn == {"sgemm_splitk_tn_128x64x16_2s_a16", "sgemm_splitk_tn_128x128x16_2s_a16"}
 
 
 # --------------------------------------------------------------------------------------------
