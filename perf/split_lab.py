@@ -9,7 +9,8 @@ Sets (``--set``): ``short`` (1024^3 and 1536^3, where K is short but the tiles d
 GPU: the unsplit 128x64 and 128x128 tiles, and 2-4 slices of each slice kernel), ``long`` (the
 long-K shapes of issue 13, 3-32 slices, both thread tiles of the pairs that have two), ``api``
 (512^3 to 1536^3 and a few rectangles: what ``sgblas.sgemm`` runs with a default handle against
-the unsplit 128x64 tile that ran them before split-K took short K), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
+the unsplit 128x64 tile that ran them before split-K took short K, and in TN against the 128x64
+slice kernel that ran them before its 128x128 one existed), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
 variant at 1 to 32 splits: how many CTAs per SM each loop streams best with,
 ``heuristic.AXPY_CTAS_PER_SM``). Every case is timed three ways in one process: cuBLAS
 ``gemmEx`` PEDANTIC; ``sgblas.sgemm`` on a handle with the default workspace (the

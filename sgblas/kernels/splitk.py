@@ -55,10 +55,11 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     epilogue writing a partial (each tile and thread tile, in its row's FMA order).
 
     The 128x128 tile uses each loaded element twice as often, and ran the long-K shapes and
-    1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"); TN's
-    128x128 one spilled then, and no longer does since its copies hold a whole K step
-    (rung 17; run L in docs/tuning.md). The 16-byte class only: a problem whose A or B is
-    less aligned is rare among the shapes split-K is for, and each row costs a compile.
+    1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"). TN's
+    128x128 one spilled in the row order and does not in the snaking order its row has
+    taken since rung 25 (docs/tuning.md, rung 27). The 16-byte class only: a problem whose
+    A or B is less aligned is rare among the shapes split-K is for, and each row costs a
+    compile.
     """
     rows = [dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest
             if cfg.BM == 128 and cfg.align == 16 and not cfg.split_k]
