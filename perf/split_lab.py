@@ -84,10 +84,10 @@ def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, i
     elif which == "api":
         for size in (512, 768, 1024, 1536):
             for pair in PAIRS:
-                extra = _variants(pair, "splitk", ("128x64",), (3,)) if size == 1536 else []
-                if pair == "TN":  # the 128x64 slice kernel at the splits it took before rung 27
-                    extra = _variants(pair, "splitk", ("128x64",), (2, 3))
-                out.append(((size, size, size), pair, _variants(pair, "simt", ("128x64",), (1,)) + extra))
+                # TN: the 128x64 slice kernel at the splits it took before rung 27
+                splits = (2, 3) if pair == "TN" else (3,) if size == 1536 else ()
+                out.append(((size, size, size), pair, _variants(pair, "simt", ("128x64",), (1,))
+                            + _variants(pair, "splitk", ("128x64",), splits)))
         for shape in ((128, 8192, 1024), (8192, 128, 1024), (3000, 200, 4000), (2048, 512, 1024)):
             for pair in ("NN", "TN"):
                 out.append((shape, pair, _variants(pair, "simt", ("128x64", "128x128"), (1,))

@@ -61,9 +61,7 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     A or B is less aligned is rare among the shapes split-K is for, and each row costs a
     compile.
     """
-    rows = [dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest
-            if cfg.BM == 128 and cfg.align == 16 and not cfg.split_k]
-    return tuple(rows)
+    return tuple(dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest if cfg.align == 16)
 
 
 def partial_bytes(m: int, n: int) -> int:
