@@ -7,7 +7,8 @@ Run on a GPU machine after ``python -m sgblas.warmup`` (CuPy for the operands an
 
 Sets (``--set``): ``short`` (1024^3 and 1536^3, where K is short but the tiles do not fill the
 GPU: the unsplit 128x64 and 128x128 tiles, and 2-4 slices of each slice kernel), ``long`` (the
-long-K shapes of issue 13, 3-32 slices, both thread tiles of the pairs that have two), ``api``
+long-K shapes of issue 13, 3-32 slices, both thread tiles of the pairs that have two; and
+2048x2048x16384, whose many tiles are split in two for accuracy, on both thread tiles), ``api``
 (512^3 to 1536^3 and a few rectangles: what ``sgblas.sgemm`` runs with a default handle against
 the unsplit 128x64 tile that ran them before split-K took short K, and in TN against the 128x64
 slice kernel that ran them before its 128x128 one existed), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
@@ -20,7 +21,7 @@ of workspace, so the split is not capped). Operands are random normal, rotating 
 sets to exceed 4x the L2; CUDA events around batches of calls on one stream, the median of 15
 batches. Each variant's result is compared with cuBLAS's (largest difference over largest
 value). Prints one JSON line per case and, at the end, a Markdown table of the ratios; writes
-``split_lab_<set>.jsonl`` to ``--out``.
+``split_lab_<set>.jsonl`` to ``--out``. ``--pairs NT,TT`` keeps the cases of those pairs.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, i
                     + _variants("TN", "splitk", ("128x128",), (4,))))
         for pair in WIDE_PAIRS:
             out.append(((8192, 128, 8192), pair, _variants(pair, "splitk", ("128x128", WIDE), (4,))))
+        for pair in WIDE_PAIRS:  # many tiles, split in two for accuracy (k >= 16384)
+            out.append(((2048, 2048, 16384), pair, _variants(pair, "splitk", ("128x128", WIDE), (2,))))
     elif which == "api":
         for size in (512, 768, 1024, 1536):
             for pair in PAIRS:
@@ -213,9 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf.split_lab", description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="short", choices=("short", "long", "api", "skinny"))
     parser.add_argument("--out", type=Path, default=None, help="folder for split_lab_<set>.jsonl")
+    parser.add_argument("--pairs", default=",".join(PAIRS),
+                        help="the transpose pairs to run, comma-separated (default: all four)")
     parser.add_argument("--list", action="store_true", help="print the cases and exit (no GPU)")
     args = parser.parse_args(argv)
-    chosen = cases(args.set)
+    pairs = [p.strip().upper() for p in args.pairs.split(",") if p.strip()]
+    bad = [p for p in pairs if p not in PAIRS]
+    if bad or not pairs:
+        parser.error(f"--pairs {args.pairs!r}: each pair must be one of {', '.join(PAIRS)}")
+    chosen = [c for c in cases(args.set) if c[1] in pairs]
     if args.list:
         for shape, pair, variants in chosen:
             print("x".join(map(str, shape)), pair, ", ".join(f"{v}/S{s}" for v, s in variants))

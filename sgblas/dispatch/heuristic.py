@@ -28,8 +28,9 @@ accepts:
    for accuracy, when k >= :data:`ACCURACY_SPLIT_K` even if the tiles fill the GPU, with
    splits of at most :data:`ACCURACY_CHUNK` (each split is summed on its own and the partials
    added in order, which shortens every float32 sum: ``docs/design.md``, "Split-K"). Among
-   the slice kernels, the largest tile that can split the problem runs it, with the thread
-   tile chosen as in 3 from each slice's K.
+   the slice kernels, the largest tile that can split the problem runs it, with the 8 x 8
+   thread tile when the split is for few tiles, and the thread tile chosen as in 3 from each
+   slice's K when it is for accuracy.
 5. The number of splits S: the largest S whose CTAs (tiles x S) fit in one wave of the GPU's
    resident slots, when that wave is at least :data:`WAVE_TARGET` full; else the smallest S
    whose whole waves are that full (CTAs over waves x slots), else the S with the fullest
@@ -139,6 +140,16 @@ def _thread_order(spec: KernelSpec, k_per_cta: int, n_ctas: int, props: DevicePr
     tm, tn = thread_tile(spec)
     wide = tm * tn > 64
     return 0 if wide == wide_thread_tile_pays(k_per_cta, n_ctas, slots(spec, props)) else 1
+
+
+def _slice_thread_order(spec: KernelSpec, split: Split, p: GemmProblem, props: DeviceProperties,
+                        few_tiles: bool) -> int:
+    """0 for the thread tile the rule wants for a slice kernel, 1 for the others: the 8 x 8 one
+    when K is split because the output tiles leave the GPU idle; for an accuracy split of
+    tiles that fill it, as for the tile kernels, from each slice's K."""
+    if few_tiles:
+        return 0 if thread_tile(spec) == (8, 8) else 1
+    return _thread_order(spec, split.k_chunk, ctas(spec, p) * split.splits, props)
 
 
 def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
@@ -339,7 +350,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     # The largest tile that splits the problem; between thread tiles, the one the rule wants
     # for each slice's K; then the widest accesses.
     offers.sort(key=lambda o: (o[1] is None, -(o[0].tile[0] * o[0].tile[1]),
-                               _thread_order(o[0], o[1].k_chunk, ctas(o[0], p) * o[1].splits, props)
+                               _slice_thread_order(o[0], o[1], p, props, few_tiles)
                                if o[1] is not None else 0, -o[0].align))
     for spec, split, note in offers:
         if split is not None and chosen is None:

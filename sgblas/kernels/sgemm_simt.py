@@ -108,6 +108,9 @@ class TileConfig:
     TN: int = 8              # thread tile columns: TN // 4 sub-tiles of 4, WN / (TN // 4) apart
     fma: str = "rows"        # the FMA block's order: "rows" (i outer, j inner) or "snake" (outer
     #                          over the shorter side, inner snaking: docs/tuning.md, rung 25)
+    k_view: str = ""         # split_k only: the operands ("a", "b") whose slice offset in k
+    #                          enters once, as a view of the array that starts at the slice,
+    #                          instead of in each thread's address (docs/tuning.md, rung 28)
 
     STAGES = 2  # shared-memory stages (double buffering)
 
@@ -189,6 +192,8 @@ class TileConfig:
             f"transpose pair {self.transa!r}{self.transb!r} is not one of NN, NT, TN, TT"
         assert self.align in (4, 8, 16), f"alignment class {self.align} is not 16, 8 or 4 bytes"
         assert self.fma in ("rows", "snake"), f"FMA order {self.fma!r} is not 'rows' or 'snake'"
+        assert set(self.k_view) <= {"a", "b"} and (self.split_k or not self.k_view), \
+            f"k_view={self.k_view!r}: only a split-K slice kernel takes views of 'a' and/or 'b'"
         assert 32 % self.LANES_M == 0, "LANES_M must divide the 32 lanes of a warp"
         assert self.TM % 4 == 0 and self.TN % 4 == 0, "a thread tile is made of 4 x 4 sub-tiles"
         assert self.WM == self.TM * self.LANES_M and self.BM == self.WM * self.WARPS_M, \
@@ -276,6 +281,14 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
       f"(lane // uint32({cfg.LANES_M})) * uint32(4)")
     w("    lda64 = int64(lda)")
     w("    ldb64 = int64(ldb)")
+    for o in ops:
+        if o.p in cfg.k_view:
+            # The same addresses, with the slice's offset in the array's base (uniform per
+            # CTA) rather than in every thread's index: under nvJitLink 13.5 this changes the
+            # K loop's register allocation (docs/tuning.md, rung 28). A non-empty slice starts
+            # inside the array; an empty one (kn == 0: its start is clamped to the end) reads
+            # nothing.
+            w(f"    {o.arr} = {o.arr}[kbeg{'' if o.kmajor else f' * {o.ld}'}:]")
     w("")
 
     # Per-operand copy geometry.
@@ -297,7 +310,7 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
                     w(f"    {p}_e{e} = uint32(4) if {p}_left > {e} else uint32(0)")
             else:
                 w(f"    {p}_e0 = uint32(4) if {p}_left > 0 else uint32(0)")
-            kb = f" + kbeg * {o.ld}" if split else ""
+            kb = f" + kbeg * {o.ld}" if split and p not in cfg.k_view else ""
             w(f"    {p}_g = {o.org} + int64({p}_r) + int64({p}_c) * {o.ld}{kb}   # 64-bit: scaled by ld")
             w(f"    {p}_w = int64({p}_c * uint32({o.S}) + {p}_r)   # my store slot, stage 0")
             w(f"    {p}_wflip = int64({STAGE[p]}) + 2 * {p}_w   # x -> flip - x swaps stage 0 <-> 1")
@@ -312,7 +325,7 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
               f"into {o.sh}[k][{o.ext}]")
             w(f"    {p}_q = (tid % uint32({qb})) * uint32({V})")
             w(f"    {p}_j = tid // uint32({qb})")
-            kb = " + kbeg" if split else ""
+            kb = " + kbeg" if split and p not in cfg.k_view else ""
             # One global base per thread; the k group and the column pass of each load are a
             # constant offset and a multiple of {p}_cs, the shared slot a constant offset.
             w(f"    {p}_g = int64({p}_q){kb} + ({o.org} + int64({p}_j)) * {o.ld}")

@@ -39,7 +39,7 @@ from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.skinny import SkinnyConfig
 from sgblas.kernels.sgemm_simt import TileConfig
 
-__all__ = ["split_manifest", "SKINNY_MANIFEST", "workspace_bytes", "partial_bytes", "register",
+__all__ = ["split_manifest", "SLICE_CHANGES", "SKINNY_MANIFEST", "workspace_bytes", "partial_bytes", "register",
            "REDUCE_NAME", "MIN_PARTIALS"]
 
 #: The least number of partials a split variant works with, so the least workspace it needs.
@@ -52,7 +52,8 @@ SKINNY_MANIFEST: tuple[SkinnyConfig, ...] = skinny.MANIFEST
 
 def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, ...]:
     """The slice kernels, 16-byte class: every 16-byte row of the SIMT manifest with its
-    epilogue writing a partial (each tile and thread tile, in its row's FMA order).
+    epilogue writing a partial (each tile and thread tile, in its row's FMA order but where
+    :data:`SLICE_CHANGES` says otherwise).
 
     The 128x128 tile uses each loaded element twice as often, and ran the long-K shapes and
     1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"). TN's
@@ -61,7 +62,23 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     A or B is less aligned is rare among the shapes split-K is for, and each row costs a
     compile.
     """
-    return tuple(dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest if cfg.align == 16)
+    return tuple(dataclasses.replace(cfg, split_k=True, **SLICE_CHANGES.get(_slice_key(cfg), {}))
+                 for cfg in simt_manifest if cfg.align == 16)
+
+
+def _slice_key(cfg: TileConfig) -> tuple[str, int, int, int, int]:
+    return (cfg.transa + cfg.transb, cfg.BM, cfg.BN, cfg.TM, cfg.TN)
+
+
+#: What a slice kernel changes from its row, by pair, CTA tile and thread tile: where the
+#: slice's k offset enters (``TileConfig.k_view``) and the FMA order. Each was chosen by the
+#: static count of rung 25 under both nvJitLinks and timed (docs/tuning.md, rung 28); the
+#: others spill or count higher under one of them.
+SLICE_CHANGES: dict[tuple[str, int, int, int, int], dict[str, str]] = {
+    ("NN", 128, 128, 8, 8): {"k_view": "a", "fma": "snake"},
+    ("TT", 128, 128, 8, 8): {"k_view": "b"},
+    ("NT", 128, 128, 8, 8): {"k_view": "b", "fma": "snake"},
+}
 
 
 def partial_bytes(m: int, n: int) -> int:

@@ -48,13 +48,14 @@ def test_many_tile_shapes_keep_the_tile_kernels(pair):
 
 FEW_TILE_SHAPES = [
     # (shape, splits and slice on 132 SMs for the 128x128 slice kernels, 2 CTAs per SM; the
-    # thread tile NN and NT take: 16 x 8 for slices of at least 4096, or 2048 in one wave)
+    # thread tile NN and NT take: 8 x 8 for every split of few tiles, even where the tile
+    # kernels' rule would take 16 x 8, slices of 2048 in one wave or of 4096 and more)
     ((1024, 1024, 1024), 4, 256, "8x8"),      # 64 tiles: one wave of 256 CTAs for 264 slots
-    ((128, 8192, 8192), 4, 2048, "16x8"),
-    ((8192, 128, 8192), 4, 2048, "16x8"),
+    ((128, 8192, 8192), 4, 2048, "8x8"),
+    ((8192, 128, 8192), 4, 2048, "8x8"),
     ((1536, 1536, 1536), 3, 512, "8x8"),      # 144 tiles: three partials are what 32 MiB holds
     # From k = 16384 on, as many splits as the workspace and MAX_SPLITS allow, for accuracy:
-    ((1000, 1000, 100000), 8, 12512, "16x8"),  # 8 partials of 4 MB
+    ((1000, 1000, 100000), 8, 12512, "8x8"),  # 8 partials of 4 MB
     ((512, 512, 65536), 32, 2048, "8x8"),      # 32 partials of 1 MiB: 512 CTAs, two waves
     ((256, 256, 16384), 128, 128, "8x8"),      # 128 partials of 256 KiB, slices down to 128
     ((256, 256, 32768), 128, 256, "8x8"),

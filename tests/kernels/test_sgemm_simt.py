@@ -290,6 +290,10 @@ def test_config_relationships_are_checked():
         TileConfig(align=2).check()
     with pytest.raises(AssertionError, match="transpose pair"):
         TileConfig(transa="C").check()
+    with pytest.raises(AssertionError, match="k_view='b'"):
+        TileConfig(k_view="b").check()
+    with pytest.raises(AssertionError, match="k_view='c'"):
+        TileConfig(split_k=True, k_view="c").check()
 
 
 # --------------------------------------------------------------------------------------
@@ -445,39 +449,42 @@ def test_generator_thread_tiles(tile, pair, align):
 
 
 @simulator_only
-def test_split_k_slices_sum_to_the_product():
+@pytest.mark.parametrize("pair, align, k_view", [("TN", 16, ""), ("NT", 4, ""), ("TN", 8, "ab"),
+                                                 ("NT", 16, "ab"), ("NN", 16, "b"), ("TT", 4, "a")])
+def test_split_k_slices_sum_to_the_product(pair, align, k_view):
     """A split-K slice kernel: each split's alpha * partial product lands at C + s * ldc * n
     (C never read: NaN there and beta NaN), an empty split stores zeros, and the partials
-    sum to the product."""
-    for pair, align in (("TN", 16), ("NT", 4)):
-        cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, split_k=True)
-        name = f"split_{pair}_{align}"
-        m, n, k, k_chunk, splits = 67, 45, 83, 32, 4  # splits 0-2 hold k, split 3 is empty
-        seed = _seed(name, m, n, k)
-        ops = _operands(cfg, m, n, k, np.random.default_rng(seed), 1, False)
-        ldw = padded_ld(m, 0, 4)
-        work = np.full(splits * ldw * n, np.nan, np.float32)
-        d_w = cuda.to_device(work)
-        _sim_kernel(cfg, name)[grid_for(cfg, m, n, splits), (cfg.THREADS, 1, 1)](
-            np.int32(m), np.int32(n), np.int32(k), np.float32(-2.0), cuda.to_device(ops.A),
-            np.int32(ops.lda), cuda.to_device(ops.B), np.int32(ops.ldb), np.float32(np.nan), d_w,
-            np.int32(ldw), np.int32(k_chunk))
-        work = d_w.copy_to_host()
-        a = as_matrix(ops.A, *stored_shape(pair[0], m, k), ops.lda).astype(np.float64)
-        b = as_matrix(ops.B, *stored_shape(pair[1], k, n), ops.ldb).astype(np.float64)
-        a, b = (a if pair[0] == "N" else a.T), (b if pair[1] == "N" else b.T)
-        total = np.zeros((m, n))
-        for s in range(splits):
-            part = as_matrix(work[s * ldw * n:], m, n, ldw).astype(np.float64)
-            lo, hi = s * k_chunk, min(k, (s + 1) * k_chunk)
-            want = -2.0 * (a[:, lo:hi] @ b[lo:hi]) if hi > lo else np.zeros((m, n))
-            bound = 8 * np.sqrt(k_chunk + 2) * 2.0**-24 * 2.0 * (np.abs(a[:, lo:hi]) @ np.abs(b[lo:hi]))
-            assert np.all(np.abs(part - want) <= bound + 1e-30), (seed, pair, s)
-            if hi <= lo:
-                assert np.all(part == 0.0), (seed, pair, s)
-            total += part
-        scale = 2.0 * (np.abs(a) @ np.abs(b))
-        assert np.all(np.abs(total - (-2.0) * (a @ b)) <= 8 * np.sqrt(k + 2) * 2.0**-24 * scale), (seed, pair)
+    sum to the product; with the slice's k offset in each thread's address or in a view of
+    the array (``k_view``: k-major and m/n-major operands; an empty slice's view may start
+    past the end of the array)."""
+    cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, split_k=True, k_view=k_view)
+    name = f"split_{pair}_{align}_{k_view}"
+    m, n, k, k_chunk, splits = 67, 45, 83, 32, 4  # splits 0-2 hold k, split 3 is empty
+    seed = _seed(name, m, n, k)
+    ops = _operands(cfg, m, n, k, np.random.default_rng(seed), 1, False)
+    ldw = padded_ld(m, 0, 4)
+    work = np.full(splits * ldw * n, np.nan, np.float32)
+    d_w = cuda.to_device(work)
+    _sim_kernel(cfg, name)[grid_for(cfg, m, n, splits), (cfg.THREADS, 1, 1)](
+        np.int32(m), np.int32(n), np.int32(k), np.float32(-2.0), cuda.to_device(ops.A),
+        np.int32(ops.lda), cuda.to_device(ops.B), np.int32(ops.ldb), np.float32(np.nan), d_w,
+        np.int32(ldw), np.int32(k_chunk))
+    work = d_w.copy_to_host()
+    a = as_matrix(ops.A, *stored_shape(pair[0], m, k), ops.lda).astype(np.float64)
+    b = as_matrix(ops.B, *stored_shape(pair[1], k, n), ops.ldb).astype(np.float64)
+    a, b = (a if pair[0] == "N" else a.T), (b if pair[1] == "N" else b.T)
+    total = np.zeros((m, n))
+    for s in range(splits):
+        part = as_matrix(work[s * ldw * n:], m, n, ldw).astype(np.float64)
+        lo, hi = s * k_chunk, min(k, (s + 1) * k_chunk)
+        want = -2.0 * (a[:, lo:hi] @ b[lo:hi]) if hi > lo else np.zeros((m, n))
+        bound = 8 * np.sqrt(k_chunk + 2) * 2.0**-24 * 2.0 * (np.abs(a[:, lo:hi]) @ np.abs(b[lo:hi]))
+        assert np.all(np.abs(part - want) <= bound + 1e-30), (seed, pair, s)
+        if hi <= lo:
+            assert np.all(part == 0.0), (seed, pair, s)
+        total += part
+    scale = 2.0 * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(total - (-2.0) * (a @ b)) <= 8 * np.sqrt(k + 2) * 2.0**-24 * scale), (seed, pair)
 
 
 # --------------------------------------------------------------------------------------

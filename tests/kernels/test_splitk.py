@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import numpy as np
@@ -241,7 +242,15 @@ def test_the_registry_rows():
     want = {f"sgemm_splitk_{a}{b}_{tile}x16_2s_a16".lower() for a, b in PAIRS for tile in ("128x128", "128x64")}
     want |= {"sgemm_splitk_nn_128x128x16t16x8_2s_a16", "sgemm_splitk_nt_128x128x16t16x8_2s_a16"}
     assert names == want  # one per 16-byte row of the SIMT manifest
-    assert len(splitk.split_manifest(SIMT_MANIFEST)) == 10
+    slices = splitk.split_manifest(SIMT_MANIFEST)
+    assert len(slices) == 10
+    # Each change names a slice kernel, which takes it; the others are their rows but for
+    # split_k.
+    keys = {(c.transa + c.transb, c.BM, c.BN, c.TM, c.TN): c for c in slices}
+    assert set(splitk.SLICE_CHANGES) <= set(keys)
+    for key, cfg in keys.items():
+        row = next(r for r in SIMT_MANIFEST if r.align == 16 and (r.transa + r.transb, r.BM, r.BN, r.TM, r.TN) == key)
+        assert cfg == dataclasses.replace(row, split_k=True, **splitk.SLICE_CHANGES.get(key, {}))
     red = by_name(reduce.NAME)
     assert red in REGISTRY and red not in GEMM_KERNELS and red.role == "reduce"
     # The general kernels stay last: the backstop.

@@ -326,6 +326,18 @@ def test_split_lab_sets_time_registry_variants_in_every_case():
     assert long_tn == {"sgemm_splitk_tn_128x64x16_2s_a16", "sgemm_splitk_tn_128x128x16_2s_a16"}
 
 
+def test_split_lab_pairs_keep_those_pairs_cases(capsys):
+    from perf import split_lab
+
+    assert split_lab.main(["--set", "long", "--pairs", "nt,TT", "--list"]) == 0
+    listed = [line.split()[1] for line in capsys.readouterr().out.splitlines()]
+    assert set(listed) == {"NT", "TT"}
+    assert len(listed) == sum(pair in ("NT", "TT") for _, pair, _ in split_lab.cases("long"))
+    with pytest.raises(SystemExit):
+        split_lab.main(["--set", "long", "--pairs", "NX", "--list"])
+    assert "each pair must be one of NN, NT, TN, TT" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------------------------
 # Overhead helpers
 
