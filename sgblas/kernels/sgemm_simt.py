@@ -111,6 +111,8 @@ class TileConfig:
     k_view: str = ""         # split_k only: the operands ("a", "b") whose slice offset in k
     #                          enters once, as a view of the array that starts at the slice,
     #                          instead of in each thread's address (docs/tuning.md, rung 28)
+    origin_view: str = ""    # the operands ("a", "b") whose CTA tile origin (row0 / col0)
+    #                          enters the same way (docs/tuning.md, rung 29)
 
     STAGES = 2  # shared-memory stages (double buffering)
 
@@ -194,6 +196,8 @@ class TileConfig:
         assert self.fma in ("rows", "snake"), f"FMA order {self.fma!r} is not 'rows' or 'snake'"
         assert set(self.k_view) <= {"a", "b"} and (self.split_k or not self.k_view), \
             f"k_view={self.k_view!r}: only a split-K slice kernel takes views of 'a' and/or 'b'"
+        assert set(self.origin_view) <= {"a", "b"}, \
+            f"origin_view={self.origin_view!r}: the views are of 'a' and/or 'b'"
         assert 32 % self.LANES_M == 0, "LANES_M must divide the 32 lanes of a warp"
         assert self.TM % 4 == 0 and self.TN % 4 == 0, "a thread tile is made of 4 x 4 sub-tiles"
         assert self.WM == self.TM * self.LANES_M and self.BM == self.WM * self.WARPS_M, \
@@ -282,6 +286,11 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     w("    lda64 = int64(lda)")
     w("    ldb64 = int64(ldb)")
     for o in ops:
+        if o.p in cfg.origin_view:
+            # The tile's origin in the array's base, uniform per CTA, like the slice's offset
+            # below (docs/tuning.md, rung 29); row0 < m and col0 < n keep it inside the array.
+            w(f"    {o.arr} = {o.arr}[{o.org}{f' * {o.ld}' if o.kmajor else ''}:]")
+    for o in ops:
         if o.p in cfg.k_view:
             # The same addresses, with the slice's offset in the array's base (uniform per
             # CTA) rather than in every thread's index: under nvJitLink 13.5 this changes the
@@ -311,7 +320,8 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
             else:
                 w(f"    {p}_e0 = uint32(4) if {p}_left > 0 else uint32(0)")
             kb = f" + kbeg * {o.ld}" if split and p not in cfg.k_view else ""
-            w(f"    {p}_g = {o.org} + int64({p}_r) + int64({p}_c) * {o.ld}{kb}   # 64-bit: scaled by ld")
+            org = "" if p in cfg.origin_view else f"{o.org} + "
+            w(f"    {p}_g = {org}int64({p}_r) + int64({p}_c) * {o.ld}{kb}   # 64-bit: scaled by ld")
             w(f"    {p}_w = int64({p}_c * uint32({o.S}) + {p}_r)   # my store slot, stage 0")
             w(f"    {p}_wflip = int64({STAGE[p]}) + 2 * {p}_w   # x -> flip - x swaps stage 0 <-> 1")
             w(f"    {p}_step = {BK} * {o.ld}")
@@ -328,7 +338,8 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
             kb = " + kbeg" if split and p not in cfg.k_view else ""
             # One global base per thread; the k group and the column pass of each load are a
             # constant offset and a multiple of {p}_cs, the shared slot a constant offset.
-            w(f"    {p}_g = int64({p}_q){kb} + ({o.org} + int64({p}_j)) * {o.ld}")
+            org = "" if p in cfg.origin_view else f"{o.org} + "
+            w(f"    {p}_g = int64({p}_q){kb} + ({org}int64({p}_j)) * {o.ld}")
             if nl > rq:
                 w(f"    {p}_cs = {o.ld} * {cpp}   # the next column pass")
             for c in range(nl // rq):

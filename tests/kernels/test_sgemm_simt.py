@@ -294,6 +294,8 @@ def test_config_relationships_are_checked():
         TileConfig(k_view="b").check()
     with pytest.raises(AssertionError, match="k_view='c'"):
         TileConfig(split_k=True, k_view="c").check()
+    with pytest.raises(AssertionError, match="origin_view='c'"):
+        TileConfig(origin_view="c").check()
 
 
 # --------------------------------------------------------------------------------------
@@ -427,6 +429,19 @@ def test_generator_tails(pair, align):
     name = f"small_{pair}_{align}"
     shapes = TAIL_SHAPES if pair == "TN" else TAIL_SHAPES[1:4]  # every shape on one pair
     for i, (m, n, k) in enumerate(shapes):
+        alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
+        _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+
+
+@simulator_only
+@pytest.mark.parametrize("pair, align, view", [("NN", 16, "ab"), ("NT", 4, "b"), ("TN", 8, "a"), ("TT", 16, "ab"),
+                                               ("NT", 16, "a")])
+def test_generator_origin_views(pair, align, view):
+    """The tile origin through a view of A and/or B (``origin_view``), in grids of several
+    CTAs along m and n, each layout: the same results as the per-thread origin."""
+    cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, origin_view=view)
+    name = f"origin_{pair}_{align}_{view}"
+    for i, (m, n, k) in enumerate([(65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 130, 40)]):
         alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
         _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
 
