@@ -246,10 +246,10 @@ def test_the_registry_rows():
     assert len(slices) == 10
     # Each change names a slice kernel, which takes it; the others are their rows but for
     # split_k.
-    keys = {(c.transa + c.transb, c.BM, c.BN, c.TM, c.TN): c for c in slices}
+    keys = {splitk._slice_key(c): c for c in slices}
     assert set(splitk.SLICE_CHANGES) <= set(keys)
     for key, cfg in keys.items():
-        row = next(r for r in SIMT_MANIFEST if r.align == 16 and (r.transa + r.transb, r.BM, r.BN, r.TM, r.TN) == key)
+        row = next(r for r in SIMT_MANIFEST if r.align == 16 and splitk._slice_key(r) == key)
         assert cfg == dataclasses.replace(row, split_k=True, **splitk.SLICE_CHANGES.get(key, {}))
     red = by_name(reduce.NAME)
     assert red in REGISTRY and red not in GEMM_KERNELS and red.role == "reduce"
