@@ -18,10 +18,9 @@ accepts:
    whose fill reaches :data:`FILL_TARGET` wins: large tiles reuse each loaded element more.
    When no tile fills the GPU, the one with the highest fill wins, the one with more CTAs on a
    tie: more resident warps hide more latency. Between thread tiles of one CTA tile, the
-   larger thread tile (fewer threads, more registers each) wins when every CTA's K is at least
-   :data:`WIDE_THREAD_K`, or at least :data:`WIDE_THREAD_ONE_WAVE_K` with all CTAs in one wave
-   (:func:`wide_thread_tile_pays`); the smaller one otherwise. Between alignment classes of one
-   tile, the widest accesses win.
+   8 x 8 one wins: since NN's and NT's 8 x 8 rows took the snaking order with B's tile origin
+   in a view, they run every K at least as fast as the 16 x 8 ones, which now serve the
+   accuracy splits of 4. Between alignment classes of one tile, the widest accesses win.
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
    and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,
@@ -29,8 +28,10 @@ accepts:
    splits of at most :data:`ACCURACY_CHUNK` (each split is summed on its own and the partials
    added in order, which shortens every float32 sum: ``docs/design.md``, "Split-K"). Among
    the slice kernels, the largest tile that can split the problem runs it, with the 8 x 8
-   thread tile when the split is for few tiles, and the thread tile chosen as in 3 from each
-   slice's K when it is for accuracy.
+   thread tile when the split is for few tiles; when it is for accuracy, the larger thread tile
+   (fewer threads, more registers each) when each slice's K is at least :data:`WIDE_THREAD_K`,
+   or at least :data:`WIDE_THREAD_ONE_WAVE_K` with all CTAs in one wave
+   (:func:`wide_thread_tile_pays`), the 8 x 8 one otherwise.
 5. The number of splits S: the largest S whose CTAs (tiles x S) fit in one wave of the GPU's
    resident slots, when that wave is at least :data:`WAVE_TARGET` full; else the smallest S
    whose whole waves are that full (CTAs over waves x slots), else the S with the fullest
@@ -89,10 +90,11 @@ ACCURACY_CHUNK: int = 8192
 #: square roots of the slice length and of the number of partials, so up to sqrt(k) splits
 #: lower it (docs/tuning.md, "Accuracy").
 ACCURACY_MIN_CHUNK: int = 128
-#: The K per CTA from which a CTA tile's larger thread tile (half the threads, each with twice
-#: the accumulators) runs faster than the 8 x 8 one: its K loop does fewer fragment loads per
-#: FMA, but half as many resident warps hide latency, which costs most in the prologue and
-#: epilogue of a short K (docs/tuning.md, "Run G", rung 14) ...
+#: The K per slice from which an accuracy split's slice kernel with the larger thread tile
+#: (half the threads, each with twice the accumulators) runs faster than the 8 x 8 one: its K
+#: loop does fewer fragment loads per FMA, but half as many resident warps hide latency, which
+#: costs most in the prologue and epilogue of a short K (docs/tuning.md, "Run G", rung 14; the
+#: unsplit rows take the 8 x 8 thread tile at every K since rung 30) ...
 WIDE_THREAD_K: int = 4096
 #: ... or from this K per CTA when all CTAs run in one wave (no second wave starts behind
 #: the slow epilogues of the first).
@@ -129,9 +131,10 @@ def thread_tile(spec: KernelSpec) -> tuple[int, int]:
 
 
 def wide_thread_tile_pays(k_per_cta: int, n_ctas: int, n_slots: int) -> bool:
-    """Whether a thread tile larger than 8 x 8 runs a CTA tile faster: each CTA's K is at
-    least :data:`WIDE_THREAD_K`, or at least :data:`WIDE_THREAD_ONE_WAVE_K` and all
-    ``n_ctas`` fit in the ``n_slots`` the GPU holds at once."""
+    """Whether a slice kernel with a thread tile larger than 8 x 8 runs an accuracy split
+    faster: each CTA's K is at least :data:`WIDE_THREAD_K`, or at least
+    :data:`WIDE_THREAD_ONE_WAVE_K` and all ``n_ctas`` fit in the ``n_slots`` the GPU holds at
+    once."""
     return k_per_cta >= WIDE_THREAD_K or (k_per_cta >= WIDE_THREAD_ONE_WAVE_K and n_ctas <= n_slots)
 
 
@@ -146,7 +149,7 @@ def _slice_thread_order(spec: KernelSpec, split: Split, p: GemmProblem, props: D
                         few_tiles: bool) -> int:
     """0 for the thread tile the rule wants for a slice kernel, 1 for the others: the 8 x 8 one
     when K is split because the output tiles leave the GPU idle; for an accuracy split of
-    tiles that fill it, as for the tile kernels, from each slice's K."""
+    tiles that fill it, from each slice's K (:func:`wide_thread_tile_pays`)."""
     if few_tiles:
         return 0 if thread_tile(spec) == (8, 8) else 1
     return _thread_order(spec, split.k_chunk, ctas(spec, p) * split.splits, props)
@@ -298,9 +301,9 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
     small_skinny = [s for s, _ in fits if s.role == "skinny"]
 
-    # The tile kernels, by how well their output tiles fill the GPU.
+    # The tile kernels, by how well their output tiles fill the GPU; the 8 x 8 thread tile first.
     def thread(s: KernelSpec) -> int:
-        return _thread_order(s, p.k, ctas(s, p), props)
+        return 0 if thread_tile(s) == (8, 8) else 1
 
     filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
     if filled:
@@ -407,10 +410,9 @@ def _short(short: list, workspace_bytes: int) -> list[Ranked]:
 def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DeviceProperties) -> str:
     mine, theirs = fill(spec, p, props), fill(best, p, props)
     if _other_thread_tile(spec, best):
-        (tm, tn), pays = thread_tile(best), wide_thread_tile_pays(p.k, ctas(best, p), slots(best, props))
-        return (f"{best.name}'s {tm} x {tn} thread tile runs this CTA tile faster: each CTA's K of {p.k} is "
-                + (f"at least {WIDE_THREAD_K}, or {WIDE_THREAD_ONE_WAVE_K} in one wave" if pays else
-                   f"below {WIDE_THREAD_K}, and below {WIDE_THREAD_ONE_WAVE_K} or more than one wave"))
+        tm, tn = thread_tile(best)
+        return (f"{best.name}'s {tm} x {tn} thread tile runs this CTA tile at least as fast at every K "
+                f"when K is not split (the larger thread tile serves accuracy splits of a long K)")
     if theirs >= FILL_TARGET and mine >= FILL_TARGET:
         return (f"{best.name}'s larger {best.tile[0]}x{best.tile[1]} tile also fills the GPU "
                 f"({ctas(best, p)} CTAs for {props.sm_count} SMs)")

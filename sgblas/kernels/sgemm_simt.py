@@ -106,8 +106,9 @@ class TileConfig:
     split_k: bool = False    # a split-K slice kernel (ABI GEMM_SPLIT), see the module doc
     TM: int = 8              # thread tile rows: TM // 4 sub-tiles of 4, WM / (TM // 4) apart
     TN: int = 8              # thread tile columns: TN // 4 sub-tiles of 4, WN / (TN // 4) apart
-    fma: str = "rows"        # the FMA block's order: "rows" (i outer, j inner) or "snake" (outer
+    fma: str = "rows"        # the FMA block's order: "rows" (i outer, j inner), "snake" (outer
     #                          over the shorter side, inner snaking: docs/tuning.md, rung 25)
+    #                          or "snake_t" (the same with the two loops swapped, rung 30)
     k_view: str = ""         # split_k only: the operands ("a", "b") whose slice offset in k
     #                          enters once, as a view of the array that starts at the slice,
     #                          instead of in each thread's address (docs/tuning.md, rung 28)
@@ -193,7 +194,8 @@ class TileConfig:
         assert self.transa in ("N", "T") and self.transb in ("N", "T"), \
             f"transpose pair {self.transa!r}{self.transb!r} is not one of NN, NT, TN, TT"
         assert self.align in (4, 8, 16), f"alignment class {self.align} is not 16, 8 or 4 bytes"
-        assert self.fma in ("rows", "snake"), f"FMA order {self.fma!r} is not 'rows' or 'snake'"
+        assert self.fma in ("rows", "snake", "snake_t"), \
+            f"FMA order {self.fma!r} is not 'rows', 'snake' or 'snake_t'"
         assert set(self.k_view) <= {"a", "b"} and (self.split_k or not self.k_view), \
             f"k_view={self.k_view!r}: only a split-K slice kernel takes views of 'a' and/or 'b'"
         assert set(self.origin_view) <= {"a", "b"}, \
@@ -475,13 +477,17 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         # the inner one snakes (forward, then backward), so each FMA shares a source with the
         # one before, across rows too; in TN and TT it halved the FFMAs whose uncached sources
         # share a register bank, under nvJitLink 13.0 and 13.5 alike, and cut their dispatch
-        # stalls (docs/tuning.md, rung 25). Each accumulator adds its products in k order
+        # stalls (docs/tuning.md, rung 25). "snake_t" swaps the two loops: the same sharing,
+        # a different input to the allocator, which is all that separates a row that spills
+        # from one that does not (rung 30). Each accumulator adds its products in k order
         # either way, so the bits do not depend on the order.
         if cfg.fma == "rows":
             w(f"{p}for i in range({TM}):")
             w(f"{p}    for j in range({TN}):")
         else:
             (outer, n_out), (inner, n_in) = (("i", TM), ("j", TN)) if TM <= TN else (("j", TN), ("i", TM))
+            if cfg.fma == "snake_t":
+                (outer, n_out), (inner, n_in) = (inner, n_in), (outer, n_out)
             w(f"{p}for {outer} in range({n_out}):")
             w(f"{p}    for s in range({n_in}):")
             w(f"{p}        {inner} = s if {outer} % 2 == 0 else {n_in - 1} - s")

@@ -168,22 +168,27 @@ _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=
 #: 25 and 26 in docs/tuning.md). The other rows keep the row order: the snaking one slowed
 #: NN 16 x 8 and NN's 8-byte row under 13.5 and TT's 4-byte row under 13.0, made TN's 4- and
 #: 8-byte rows and NN's 128x64 rows spill under one toolchain, and was not timed under both on
-#: the rest (NN's 8 x 8 16-byte row, the other 128x64 rows). NT's 8 x 8 16-byte row spilled in
-#: it too until B's tile origin went into a view of B (``origin_view``, rung 29).
+#: the rest (the other 128x64 rows). NT's 8 x 8 16-byte row spilled in it too until B's tile
+#: origin went into a view of B (``origin_view``, rung 29); NN's takes the same pair (rung 30).
+#: ``fma="snake_t"`` swaps the snaking loops: with the tile origins of both operands in views
+#: (TN's 4-byte row) or of A (its 8-byte row), neither spills under either toolchain and their
+#: K loops count a quarter of the row order's bank conflicts (rung 30). Since rung 30 the
+#: heuristic runs every unsplit problem on the 8 x 8 thread tile; the 16 x 8 rows of NN and NT
+#: stay as the recipe of the slice kernels that accuracy splits take.
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128W, transa="N", transb="N", align=16),
     TileConfig(**_T128W, transa="N", transb="T", align=16, fma="snake"),
-    TileConfig(**_T128, transa="N", transb="N", align=16),
+    TileConfig(**_T128, transa="N", transb="N", align=16, fma="snake", origin_view="b"),
     TileConfig(**_T128, transa="N", transb="T", align=16, fma="snake", origin_view="b"),
     TileConfig(**_T128, transa="T", transb="N", align=16, fma="snake"),
     TileConfig(**_T128, transa="T", transb="T", align=16, fma="snake"),
     TileConfig(**_T128, transa="N", transb="N", align=8),
     TileConfig(**_T128, transa="N", transb="T", align=8, fma="snake"),
-    TileConfig(**_T128, transa="T", transb="N", align=8),
+    TileConfig(**_T128, transa="T", transb="N", align=8, fma="snake_t", origin_view="a"),
     TileConfig(**_T128, transa="T", transb="T", align=8, fma="snake"),
     TileConfig(**_T128, transa="N", transb="N", align=4, fma="snake"),
     TileConfig(**_T128, transa="N", transb="T", align=4, fma="snake"),
-    TileConfig(**_T128, transa="T", transb="N", align=4),
+    TileConfig(**_T128, transa="T", transb="N", align=4, fma="snake_t", origin_view="ab"),
     TileConfig(**_T128, transa="T", transb="T", align=4),
     TileConfig(**_T64, transa="N", transb="N", align=16),
     TileConfig(**_T64, transa="N", transb="T", align=16),

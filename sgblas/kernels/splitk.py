@@ -58,7 +58,8 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     The 128x128 tile uses each loaded element twice as often, and ran the long-K shapes and
     1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"). TN's
     128x128 one spilled in the row order and does not in the snaking order its row has
-    taken since rung 25 (docs/tuning.md, rung 27). The 16-byte class only: a problem whose
+    taken since rung 25 (docs/tuning.md, rung 27), nor in the swapped one with both tile
+    origins in views that it takes since rung 30. The 16-byte class only: a problem whose
     A or B is less aligned is rare among the shapes split-K is for, and each row costs a
     compile.
     """
@@ -72,11 +73,13 @@ def _slice_key(cfg: TileConfig) -> tuple[str, int, int, int, int]:
 
 #: What a slice kernel changes from its row, by pair, CTA tile and thread tile: where the
 #: slice's k offset enters (``TileConfig.k_view``), the FMA order, and where the tile's origin
-#: enters (NT's row takes B's through a view since rung 29; its slice kernel, measured in rung
-#: 28, does not). Each was chosen by the static count of rung 25 under both nvJitLinks and
-#: timed (docs/tuning.md, rungs 28 and 29); the others spill or count higher under one of them.
+#: enters (NT's and NN's rows take B's through a view since rungs 29 and 30; their slice
+#: kernels, measured in rung 28, do not; TN's takes both, in the swapped snaking order). Each
+#: was chosen by the static count of rung 25 under both nvJitLinks and timed (docs/tuning.md,
+#: rungs 28-30); the others spill or count higher under one of them.
 SLICE_CHANGES: dict[tuple[str, int, int, int, int], dict[str, str]] = {
-    ("NN", 128, 128, 8, 8): {"k_view": "a", "fma": "snake"},
+    ("NN", 128, 128, 8, 8): {"k_view": "a", "fma": "snake", "origin_view": ""},
+    ("TN", 128, 128, 8, 8): {"fma": "snake_t", "origin_view": "ab"},
     ("TT", 128, 128, 8, 8): {"k_view": "b"},
     ("NT", 128, 128, 8, 8): {"k_view": "b", "origin_view": ""},
 }

@@ -251,15 +251,21 @@ def test_fma_block_snakes_along_the_longer_side(tile):
     """``fma="snake"``: every accumulator once per k step, in an order where each FMA shares an
     operand with the one before (the inner loop runs over the longer side and reverses on every
     other row), so the reuse cache holds one of its sources across rows too (docs/tuning.md,
-    rung 25). The default keeps the row order."""
+    rung 25); ``fma="snake_t"`` the same with the two loops swapped (rung 30). The default keeps
+    the row order."""
     cfg = TileConfig(transa="T") if tile == "8x8" else TileConfig(**WIDE)
     rows = _fma_order(generate_source(cfg, "probe"))
     assert cfg.fma == "rows" and rows == [(i, j) for i in range(cfg.TM) for j in range(cfg.TN)]
-    order = _fma_order(generate_source(dataclasses.replace(cfg, fma="snake"), "probe"))
-    assert sorted(order) == rows
-    assert all(a[0] == b[0] or a[1] == b[1] for a, b in zip(order, order[1:]))
     inner = 1 if cfg.TM <= cfg.TN else 0  # the index that changes within a row
-    assert order[0][inner] == 0 and order[max(cfg.TM, cfg.TN)][inner] == max(cfg.TM, cfg.TN) - 1
+    for fma in ("snake", "snake_t"):
+        order = _fma_order(generate_source(dataclasses.replace(cfg, fma=fma), "probe"))
+        assert sorted(order) == rows
+        assert all(a[0] == b[0] or a[1] == b[1] for a, b in zip(order, order[1:]))
+        if fma == "snake_t":  # the same with the loops swapped: the other index changes within a row
+            inner = 1 - inner
+        run = (cfg.TM, cfg.TN)[inner]  # the inner loop's length
+        assert order[0][inner] == 0 and order[run - 1][inner] == run - 1 and order[run][inner] == run - 1, fma
+        assert len({o[1 - inner] for o in order[:run]}) == 1, fma
     with pytest.raises(AssertionError, match="FMA order"):
         TileConfig(fma="diagonal").check()
 
@@ -434,13 +440,15 @@ def test_generator_tails(pair, align):
 
 
 @simulator_only
-@pytest.mark.parametrize("pair, align, view", [("NN", 16, "ab"), ("NT", 4, "b"), ("TN", 8, "a"), ("TT", 16, "ab"),
-                                               ("NT", 16, "a")])
-def test_generator_origin_views(pair, align, view):
+@pytest.mark.parametrize("pair, align, view, fma", [("NN", 16, "b", "snake"), ("NT", 4, "b", "rows"),
+                                                    ("TN", 8, "a", "snake_t"), ("TT", 16, "ab", "rows"),
+                                                    ("NT", 16, "a", "rows"), ("TN", 4, "ab", "snake_t")])
+def test_generator_origin_views(pair, align, view, fma):
     """The tile origin through a view of A and/or B (``origin_view``), in grids of several
-    CTAs along m and n, each layout: the same results as the per-thread origin."""
-    cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, origin_view=view)
-    name = f"origin_{pair}_{align}_{view}"
+    CTAs along m and n, each layout, in the FMA orders the manifest's rows pair them with:
+    the same results as the per-thread origin."""
+    cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, origin_view=view, fma=fma)
+    name = f"origin_{pair}_{align}_{view}_{fma}"
     for i, (m, n, k) in enumerate([(65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 130, 40)]):
         alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
         _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
@@ -464,16 +472,18 @@ def test_generator_thread_tiles(tile, pair, align):
 
 
 @simulator_only
-@pytest.mark.parametrize("pair, align, k_view", [("TN", 16, ""), ("NT", 4, ""), ("TN", 8, "ab"),
-                                                 ("NT", 16, "ab"), ("NN", 16, "b"), ("TT", 4, "a")])
-def test_split_k_slices_sum_to_the_product(pair, align, k_view):
+@pytest.mark.parametrize("pair, align, k_view, extra", [
+    ("TN", 16, "", {}), ("NT", 4, "", {}), ("TN", 8, "ab", {}), ("NT", 16, "ab", {}), ("NN", 16, "b", {}),
+    ("TT", 4, "a", {}), ("TN", 16, "", {"fma": "snake_t", "origin_view": "ab"})], ids=str)
+def test_split_k_slices_sum_to_the_product(pair, align, k_view, extra):
     """A split-K slice kernel: each split's alpha * partial product lands at C + s * ldc * n
     (C never read: NaN there and beta NaN), an empty split stores zeros, and the partials
     sum to the product; with the slice's k offset in each thread's address or in a view of
     the array (``k_view``: k-major and m/n-major operands; an empty slice's view may start
-    past the end of the array)."""
-    cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, split_k=True, k_view=k_view)
-    name = f"split_{pair}_{align}_{k_view}"
+    past the end of the array); and with the tile origin in views, in the swapped snaking
+    order (TN's slice kernel)."""
+    cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, split_k=True, k_view=k_view, **extra)
+    name = f"split_{pair}_{align}_{k_view}_{'_'.join(extra.values())}"
     m, n, k, k_chunk, splits = 67, 45, 83, 32, 4  # splits 0-2 hold k, split 3 is empty
     seed = _seed(name, m, n, k)
     ops = _operands(cfg, m, n, k, np.random.default_rng(seed), 1, False)
