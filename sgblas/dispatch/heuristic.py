@@ -19,8 +19,8 @@ accepts:
    When no tile fills the GPU, the one with the highest fill wins, the one with more CTAs on a
    tie: more resident warps hide more latency. Between thread tiles of one CTA tile, the
    8 x 8 one wins: since NN's and NT's 8 x 8 rows took the snaking order with B's tile origin
-   in a view, they run every K at least as fast as the 16 x 8 ones, which now serve the
-   accuracy splits of 4. Between alignment classes of one tile, the widest accesses win.
+   in a view, they run every K at least as fast as the 16 x 8 ones, which serve only the
+   accuracy splits of rule 4. Between alignment classes of one tile, the widest accesses win.
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
    and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,

@@ -478,9 +478,10 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
         # one before, across rows too; in TN and TT it halved the FFMAs whose uncached sources
         # share a register bank, under nvJitLink 13.0 and 13.5 alike, and cut their dispatch
         # stalls (docs/tuning.md, rung 25). "snake_t" swaps the two loops: the same sharing,
-        # a different input to the allocator, which is all that separates a row that spills
-        # from one that does not (rung 30). Each accumulator adds its products in k order
-        # either way, so the bits do not depend on the order.
+        # a different input to ptxas's allocator, which for TN's 4- and 8-byte rows and its
+        # slice kernel was the difference between a stack or four times the conflicts and
+        # neither (rung 30). Each accumulator adds its products in k order either way, so the
+        # bits do not depend on the order.
         if cfg.fma == "rows":
             w(f"{p}for i in range({TM}):")
             w(f"{p}    for j in range({TN}):")
