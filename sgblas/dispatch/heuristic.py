@@ -138,11 +138,9 @@ def wide_thread_tile_pays(k_per_cta: int, n_ctas: int, n_slots: int) -> bool:
     return k_per_cta >= WIDE_THREAD_K or (k_per_cta >= WIDE_THREAD_ONE_WAVE_K and n_ctas <= n_slots)
 
 
-def _thread_order(spec: KernelSpec, k_per_cta: int, n_ctas: int, props: DeviceProperties) -> int:
-    """0 for the thread tile the rule wants for this CTA's K and grid, 1 for the others."""
-    tm, tn = thread_tile(spec)
-    wide = tm * tn > 64
-    return 0 if wide == wide_thread_tile_pays(k_per_cta, n_ctas, slots(spec, props)) else 1
+def _eight_by_eight_first(spec: KernelSpec) -> int:
+    """0 for the 8 x 8 thread tile, 1 for the larger ones."""
+    return 0 if thread_tile(spec) == (8, 8) else 1
 
 
 def _slice_thread_order(spec: KernelSpec, split: Split, p: GemmProblem, props: DeviceProperties,
@@ -150,9 +148,10 @@ def _slice_thread_order(spec: KernelSpec, split: Split, p: GemmProblem, props: D
     """0 for the thread tile the rule wants for a slice kernel, 1 for the others: the 8 x 8 one
     when K is split because the output tiles leave the GPU idle; for an accuracy split of
     tiles that fill it, from each slice's K (:func:`wide_thread_tile_pays`)."""
-    if few_tiles:
-        return 0 if thread_tile(spec) == (8, 8) else 1
-    return _thread_order(spec, split.k_chunk, ctas(spec, p) * split.splits, props)
+    order = _eight_by_eight_first(spec)
+    if few_tiles or not wide_thread_tile_pays(split.k_chunk, ctas(spec, p) * split.splits, slots(spec, props)):
+        return order
+    return 1 - order
 
 
 def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
@@ -302,16 +301,13 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     small_skinny = [s for s, _ in fits if s.role == "skinny"]
 
     # The tile kernels, by how well their output tiles fill the GPU; the 8 x 8 thread tile first.
-    def thread(s: KernelSpec) -> int:
-        return 0 if thread_tile(s) == (8, 8) else 1
-
     filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
     if filled:
-        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), thread(s), -s.align))
+        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), _eight_by_eight_first(s), -s.align))
         order += sorted((s for s in tiled if s not in filled),
-                        key=lambda s: (-fill(s, p, props), thread(s), -s.align))
+                        key=lambda s: (-fill(s, p, props), _eight_by_eight_first(s), -s.align))
     else:
-        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), thread(s), -s.align))
+        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), _eight_by_eight_first(s), -s.align))
     best_tile = order[0] if order else None
 
     out: list[Ranked] = []
