@@ -21,6 +21,9 @@ accepts:
    8 x 8 one wins: since NN's and NT's 8 x 8 rows took the snaking order with B's tile origin
    in a view, they run every K at least as fast as the 16 x 8 ones, which serve only the
    accuracy splits of rule 4. Between alignment classes of one tile, the widest accesses win.
+   Between rows that differ only in the lanes sharing a k-major column (``kq``: TN's 4-byte
+   class has 4 and 8), 8 lanes win when every k-major operand's leading dimension is a multiple
+   of 32 or one past a power of two (:func:`eight_lanes_pay`), 4 lanes otherwise.
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
    and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,
@@ -58,7 +61,7 @@ __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", 
            "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "AXPY_CTAS_PER_SM",
            "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas",
            "fill", "rank", "split_of", "split_for", "pinned_split", "is_backstop", "thread_tile",
-           "wide_thread_tile_pays"]
+           "wide_thread_tile_pays", "eight_lanes_pay"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -136,6 +139,28 @@ def wide_thread_tile_pays(k_per_cta: int, n_ctas: int, n_slots: int) -> bool:
     :data:`WIDE_THREAD_ONE_WAVE_K` and all ``n_ctas`` fit in the ``n_slots`` the GPU holds at
     once."""
     return k_per_cta >= WIDE_THREAD_K or (k_per_cta >= WIDE_THREAD_ONE_WAVE_K and n_ctas <= n_slots)
+
+
+def eight_lanes_pay(p: GemmProblem) -> bool:
+    """Whether a 4-byte k-major copy with 8 lanes a column (32 bytes) runs ``p`` faster than one
+    with 4 (16 bytes, half the column passes): when the leading dimension of every k-major
+    operand (A in T, B in N) is a multiple of 32 floats or one more than a power of two. An
+    empirical rule, from run O's sweep of TN's two 4-byte rows over 21 leading dimensions under
+    both toolchains (docs/tuning.md, rung 36): there the 8-lane row ran 1-5% faster, elsewhere
+    the 4-lane row 1-6% faster. Where a warp's 8 columns start at one offset of their 128-byte
+    lines (multiples of 32) the 4-lane copy is slowest; but 4129 and 6145, one past a multiple
+    of 32 that is not a power of two, ran faster with 4 lanes, so the rule is not that offset
+    alone."""
+    lds = [ld for ld, kmajor in ((p.lda, p.transa == "T"), (p.ldb, p.transb == "N")) if kmajor]
+    return bool(lds) and all(ld % 32 == 0 or (ld > 1 and (ld - 1) & (ld - 2) == 0) for ld in lds)
+
+
+def _lanes_order(spec: KernelSpec, p: GemmProblem) -> int:
+    """0 for a tile kernel whose k-major copies have the lanes a column that
+    :func:`eight_lanes_pay` wants (8, or fewer), 1 for the others. It decides only between rows
+    that tie on every earlier key: TN's two 4-byte rows."""
+    lanes = getattr(spec.config, "KQB", None)
+    return 0 if lanes is None or (lanes == 8) == eight_lanes_pay(p) else 1
 
 
 def _eight_by_eight_first(spec: KernelSpec) -> int:
@@ -303,11 +328,13 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     # The tile kernels, by how well their output tiles fill the GPU; the 8 x 8 thread tile first.
     filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
     if filled:
-        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), _eight_by_eight_first(s), -s.align))
+        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), _eight_by_eight_first(s), -s.align,
+                                              _lanes_order(s, p)))
         order += sorted((s for s in tiled if s not in filled),
-                        key=lambda s: (-fill(s, p, props), _eight_by_eight_first(s), -s.align))
+                        key=lambda s: (-fill(s, p, props), _eight_by_eight_first(s), -s.align, _lanes_order(s, p)))
     else:
-        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), _eight_by_eight_first(s), -s.align))
+        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), _eight_by_eight_first(s), -s.align,
+                                             _lanes_order(s, p)))
     best_tile = order[0] if order else None
 
     out: list[Ranked] = []
@@ -409,6 +436,11 @@ def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DevicePr
         tm, tn = thread_tile(best)
         return (f"{best.name}'s {tm} x {tn} thread tile runs this CTA tile at least as fast at every K "
                 f"when K is not split (the larger thread tile serves accuracy splits of a long K)")
+    lanes = getattr(best.config, "KQB", None)
+    if spec.tile == best.tile and spec.align == best.align and lanes != getattr(spec.config, "KQB", None):
+        which = "are" if lanes == 8 else "are not all"
+        return (f"{best.name} copies each k-major column with {lanes} lanes, faster when the k-major "
+                f"leading dimensions (lda={p.lda}, ldb={p.ldb}) {which} multiples of 32 or one past a power of two")
     if theirs >= FILL_TARGET and mine >= FILL_TARGET:
         return (f"{best.name}'s larger {best.tile[0]}x{best.tile[1]} tile also fills the GPU "
                 f"({ctas(best, p)} CTAs for {props.sm_count} SMs)")

@@ -114,6 +114,8 @@ class TileConfig:
     #                          instead of in each thread's address (docs/tuning.md, rung 28)
     origin_view: str = ""    # the operands ("a", "b") whose CTA tile origin (row0 / col0)
     #                          enters the same way (docs/tuning.md, rung 29)
+    kq: int = 0              # lanes that share a k-major column in a register-staged copy;
+    #                          0 takes the alignment class's (KQB; docs/tuning.md, rung 36)
 
     STAGES = 2  # shared-memory stages (double buffering)
 
@@ -156,8 +158,8 @@ class TileConfig:
     def KQB(self) -> int:
         """Lanes that share one column in a k-major copy: 2 x 16 B or 4 x 8 B (a 32-byte
         sector a column), 4 x 4 B (half a sector: fewer column passes per thread, so fewer
-        address registers, which the 4-byte class needs most)."""
-        return {4: 2, 2: 4, 1: 4}[self.VEC]
+        address registers, which the 4-byte class needs most); ``kq`` overrides it."""
+        return self.kq or {4: 2, 2: 4, 1: 4}[self.VEC]
 
     @property
     def KPAD(self) -> int:
@@ -187,7 +189,8 @@ class TileConfig:
     def name(self) -> str:
         """The CTA tile, and the thread tile when it is not 8 x 8."""
         t = "" if (self.TM, self.TN) == (8, 8) else f"t{self.TM}x{self.TN}"
-        return f"{self.BM}x{self.BN}x{self.BK}{t}"
+        q = f"kq{self.kq}" if self.kq else ""
+        return f"{self.BM}x{self.BN}x{self.BK}{t}{q}"
 
     def check(self) -> None:
         """Assert the relationships the generated code relies on."""
@@ -208,6 +211,8 @@ class TileConfig:
             "a warp tile along n must be TN // 4 sub-tiles of 4 columns per lane: WN == TN * LANES_N"
         assert self.BK % 8 == 0, "k-major copies cover 8 floats of a column per pass: BK % 8 == 0"
         T, V = self.THREADS, self.VEC
+        assert self.kq in (0, 2, 4, 8) and (self.BK // V) % self.KQB == 0, \
+            f"kq={self.kq}: the lanes of a k-major column must be 2, 4 or 8 and divide a column's BK // VEC vectors"
         for kmajor, br, what in ((self.a_kmajor, self.BM, "A"), (self.b_kmajor, self.BN, "B")):
             if kmajor:
                 qb = self.KQB

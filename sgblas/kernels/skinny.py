@@ -27,10 +27,13 @@ both loops copy each lane's k steps with 16-byte ``cp.async`` into a ring of ``r
 in shared memory, so three steps are in flight while one is multiplied (dot at 128 registers, 4
 CTAs a SM; axpy at 168, 3 CTAs a SM; the ring replaced loading the next step into registers,
 docs/tuning.md, rung 18). Each has a copy of its loop with no bounds tests, taken for the
-pieces that lie wholly inside the matrix. Rows of S past P are not copied (their stale values
-reach only accumulators that are never stored; past the end of K the copies zero-fill, since
-L's zeros times a stale NaN would not be zero); the multiply-adds of a row block of 4 are skipped when the whole block is past P (a branch the
-CTA takes uniformly), so m = 3 does a quarter of m = 16's arithmetic.
+pieces that lie wholly inside the matrix. Rows of S past P are not copied, or, in the dot
+loop's copy of an S contiguous along k, copied as zeros with no source byte (their values reach
+only accumulators that are never stored; past the end of K the copies zero-fill, since L's
+zeros times a stale NaN would not be zero); the multiply-adds of a row block of 4 are
+skipped when the whole block is past P (a branch the CTA takes uniformly), so m = 3 does a
+quarter of m = 16's arithmetic. The axpy loop's outputs leave through the ring, so that a
+warp's stores cover whole runs of C (``_axpy_body``).
 
 K split: ``blockIdx.y`` is a split index s; the CTA covers k in
 ``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha * partial + beta * C`` into
@@ -168,6 +171,8 @@ class SkinnyConfig:
             assert self.THREADS % (4 * MP) == 0, "a pass of S copied along P covers whole 16-byte vectors of k"
         else:
             assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
+            assert MP * self.QC <= self.ring * self.KU * self.THREADS * 4 and MP * self.QC % self.THREADS == 0, \
+                "the epilogue stages the CTA's MP x QC outputs in L's ring"
         # A ring slot must be a constant per unrolled step, and S's next piece, which rides in
         # the group of the first step a piece issues, must land by the piece's last wait.
         assert 2 <= self.ring <= self.STEPS and self.STEPS % self.ring == 0, \
@@ -292,11 +297,13 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
         w(f"{ind}skv = sk < ke")
         w(f"{ind}sg = sk * s_k if skv else int64(0)")
         w(f"{ind}sd = {buf} * {SBUF} + int64(tid)")
-        # Rows past P are not copied: their stale values only reach accumulators that are never
-        # stored. Past ke the copy zero-fills, since L's zeros there times a stale NaN would not be 0.
+        # Past ke the copy zero-fills, since L's zeros there times a stale NaN would not be 0.
+        # Rows past P are zero-filled too, with no source byte: a branch per row would make the
+        # compiler, at the launch bound's 128 registers, rebuild the shared address of every copy.
         w(f"{ind}for t in range({MP}):")
-        w(f"{ind}    if t < P:")
-        w(f"{ind}        cp_async4(Ss, sd + t * {KC}, {r['S']}, sg + t * s_p, uint32(4) if skv else uint32(0))")
+        w(f"{ind}    tv = t < P")
+        w(f"{ind}    cp_async4(Ss, sd + t * {KC}, {r['S']}, sg + t * s_p if tv else int64(0), "
+          f"uint32(4) if skv and tv else uint32(0))")
         return
     # Pass t copies k columns 8t .. 8t + 7 of the piece (threads // MP of them): mine is
     # sw_c + 8t, in 16-byte vector sw_v + 2t of my row, at element sw_c & 3 of it (sw_d).
@@ -487,14 +494,54 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
                 w(f"{p}        acc[{(4 * rb + jj) * 4} + e] += s{jj} * fb[u * 4 + e]")
 
     _ring_loop(w, cfg, stage, copy_l, multiply, fast_if="qfull")
-    w("    if qok:")
-    for pp in range(MP):
-        w(f"        if {pp} < P:")
-        w("            for e in range(4):")
-        w("                if q + e < Q:")
-        w(f"                    off = c_s + {pp} * c_p + (q + e) * c_q")
-        w(f"                    C[off] = alpha * acc[{pp * 4} + e] + beta * C[off] if for_beta "
-          f"else alpha * acc[{pp * 4} + e]")
+    # The CTA's outputs go out through the ring, laid out as C holds them (P contiguous along
+    # m when m is small, Q when n is small), so a warp's stores cover whole runs of C. Stored
+    # straight from the accumulators, each of a lane's 64 stores touches its own sector (lanes
+    # 4 columns apart), and every CTA does that at once at the end: run O's probe measured it
+    # at a third of the axpy loop's time (docs/tuning.md, rung 34).
+    QC = cfg.QC
+    w("    cuda.syncthreads()  # every thread is done with the ring")
+    w(f"    q0 = int64(cuda.blockIdx.x) * {QC}")
+    if r["c_p"] == "1":  # m small: column ql of the CTA's block at ql * MP, rows contiguous
+        for e in range(VQ):
+            for pb in range(0, MP, 4):
+                w(f"    sts4(Lring, rt * {MP} + {e * MP + pb}, "
+                  + ", ".join(f"acc[{(pb + i) * 4 + e}]" for i in range(4)) + ")")
+        w("    cuda.syncthreads()")
+        # Element x of the block's P x QC outputs is row x % P of column x // P: consecutive
+        # lanes store consecutive rows. With P == MP that is a constant mapping; below it, a
+        # division by P, but only P * QC / T stores a thread instead of MP * QC / T.
+        w(f"    if pl == uint32({MP}):")
+        w(f"        for i in range({MP * QC // T}):")
+        w(f"            x = tid + uint32(i * {T})")
+        w(f"            ql = x // uint32({MP})")
+        w("            qq = q0 + int64(ql)")
+        w("            if qq < Q:")
+        w(f"                off = c_s + int64(x % uint32({MP})) + qq * c_q")
+        w("                v = alpha * Lring[x]")
+        w("                C[off] = v + beta * C[off] if for_beta else v")
+        w("    else:")
+        w(f"        for x in range(tid, pl * uint32({QC}), uint32({T})):")
+        w("            ql = x // pl")
+        w("            pe = x - ql * pl")
+        w("            qq = q0 + int64(ql)")
+        w("            if qq < Q:")
+        w("                off = c_s + int64(pe) + qq * c_q")
+        w(f"                v = alpha * Lring[ql * uint32({MP}) + pe]")
+        w("                C[off] = v + beta * C[off] if for_beta else v")
+    else:  # n small: row p of the block at p * QC, columns contiguous
+        for pp in range(MP):
+            w(f"    sts4(Lring, {pp * QC} + rt, " + ", ".join(f"acc[{pp * 4 + e}]" for e in range(4)) + ")")
+        w("    cuda.syncthreads()")
+        w(f"    for pp in range({MP}):")
+        w("        if pp < P:")
+        w(f"            for i in range({QC // T}):")
+        w(f"                ql = tid + uint32(i * {T})")
+        w("                qq = q0 + int64(ql)")
+        w("                if qq < Q:")
+        w("                    off = c_s + pp * c_p + qq")
+        w(f"                    v = alpha * Lring[uint32(pp * {QC}) + ql]")
+        w("                    C[off] = v + beta * C[off] if for_beta else v")
 
 
 def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) -> None:

@@ -20,7 +20,7 @@ def _namespace(cfg: SkinnyConfig) -> dict:
     ns = {
         "__name__": skinny.__name__,
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
-        "lds4": memory.lds4, "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
+        "lds4": memory.lds4, "sts4": memory.sts4, "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
     }
     # The count of a wait_group must be a constant (all but L's ring - 1 newest steps): the

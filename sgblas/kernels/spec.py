@@ -174,7 +174,10 @@ _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=
 #: (TN's 4-byte row) or of A (its 8-byte row), neither spills under either toolchain and their
 #: K loops count a quarter of the row order's bank conflicts (rung 30). Since rung 30 the
 #: heuristic runs every unsplit problem on the 8 x 8 thread tile; the 16 x 8 rows of NN and NT
-#: stay as the recipe of the slice kernels that accuracy splits take.
+#: stay as the recipe of the slice kernels that accuracy splits take. TN's 4-byte class has a
+#: second row whose k-major copies give a column 8 lanes (``kq=8``) instead of 4: it runs the
+#: leading dimensions that are multiples of 32 or one past a power of two faster, the others
+#: slower, and the heuristic picks between the two by that rule (rung 36).
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128W, transa="N", transb="N", align=16),
     TileConfig(**_T128W, transa="N", transb="T", align=16, fma="snake"),
@@ -189,6 +192,7 @@ SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128, transa="N", transb="N", align=4, fma="snake"),
     TileConfig(**_T128, transa="N", transb="T", align=4, fma="snake"),
     TileConfig(**_T128, transa="T", transb="N", align=4, fma="snake_t", origin_view="ab"),
+    TileConfig(**_T128, transa="T", transb="N", align=4, fma="snake_t", origin_view="ab", kq=8),
     TileConfig(**_T128, transa="T", transb="T", align=4),
     TileConfig(**_T64, transa="N", transb="N", align=16),
     TileConfig(**_T64, transa="N", transb="T", align=16),

@@ -111,6 +111,28 @@ def test_the_16x8_thread_tile_is_for_nn_and_nt_only(pair):
     assert c.spec.name == "sgemm_simt_nn_128x128x16_2s_a8", c.spec.name
 
 
+@pytest.mark.parametrize("lda, ldb, offset, lanes", [
+    (4096, 4096, 1, 8),    # pointers offset by one, leading dimensions a multiple of 32
+    (4097, 4097, 0, 8),    # one past a power of two
+    (4224, 4224, 1, 8),
+    (4098, 4098, 1, 4),
+    (4100, 4100, 1, 4),
+    (4129, 4129, 0, 4),    # one past a multiple of 32 that is no power of two
+    (6145, 6145, 0, 4),
+    (4096, 4100, 1, 4),    # every k-major operand must qualify
+])
+def test_tn_4_byte_class_lanes_follow_the_leading_dimensions(lda, ldb, offset, lanes):
+    p = problem(4096, 4096, 4096, "TN")._replace(lda=lda, ldb=ldb, a_ptr=BASE + 4 * offset,
+                                                  b_ptr=BASE + 2**34 + 4 * offset)
+    c = choose(p, H200, WORKSPACE)
+    want = "sgemm_simt_tn_128x128x16kq8_2s_a4" if lanes == 8 else "sgemm_simt_tn_128x128x16_2s_a4"
+    other = ("sgemm_simt_tn_128x128x16_2s_a4" if lanes == 8 else "sgemm_simt_tn_128x128x16kq8_2s_a4")
+    assert c.spec.name == want and c.split is None, c.spec.name
+    assert heuristic.eight_lanes_pay(p) == (lanes == 8)
+    reason = dict(c.passed_over)[other]
+    assert reason.startswith(f"{want} copies each k-major column with {lanes} lanes") and f"lda={lda}" in reason, reason
+
+
 def test_wide_thread_tile_rule():
     pays = heuristic.wide_thread_tile_pays
     assert pays(4096, 10_000, 264) and pays(2048, 264, 264)
