@@ -156,7 +156,7 @@ def test_spec_follows_its_manifest_row(name):
     spec = SIMT[name]
     cfg = spec.config
     cfg.check()
-    assert re.fullmatch(r"sgemm_simt_(nn|nt|tn|tt)_\d+x\d+x\d+(t\d+x\d+)?_\ds_a(16|8|4)", name), name
+    assert re.fullmatch(r"sgemm_simt_(nn|nt|tn|tt)_\d+x\d+x\d+(t\d+x\d+)?(kq\d)?_\ds_a(16|8|4)", name), name
     assert name == (f"sgemm_simt_{cfg.transa}{cfg.transb}".lower()
                     + f"_{cfg.name()}_{cfg.STAGES}s_a{cfg.align}")
     assert spec.pair == cfg.pair and spec.align == cfg.align and spec.role == "gemm"
@@ -270,12 +270,12 @@ def test_fma_block_snakes_along_the_longer_side(tile):
         TileConfig(fma="diagonal").check()
 
 
-@pytest.mark.parametrize("align", ALIGNS)
-def test_transposed_stores_hit_distinct_banks(align):
+@pytest.mark.parametrize("align, kq", [(a, 0) for a in ALIGNS] + [(4, 8)])
+def test_transposed_stores_hit_distinct_banks(align, kq):
     """The k-major copy's mapping: for every element of a vector, a warp's 32 scalar stores
     into the padded shared rows fall in 32 distinct banks (and its loads cover whole 16- or
-    32-byte runs of a column)."""
-    cfg = TileConfig(align=align, transa="T")
+    32-byte runs of a column), with the class's lanes a column and with 8 (``kq``)."""
+    cfg = TileConfig(align=align, transa="T", kq=kq)
     qb, v, s = cfg.KQB, cfg.VEC, cfg.SA
     assert qb * v * 4 >= 16
     for e in range(v):
