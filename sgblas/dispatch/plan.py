@@ -4,8 +4,9 @@ A :class:`Plan` is what a call of one *shape class* launches: the chosen variant
 the handle's device, and its grid; for a split-K or skinny variant that splits K, also the
 split (``splits`` slices of ``k_chunk``), the reduction kernel and its grid. The shape class
 is everything legality and the heuristic may read: transpose pair, m, n, k, whether A and B
-are read at all (k and alpha nonzero), and the alignment of every pointer (mod 16) and leading
-dimension (mod 4). Plans are memoised per device, math mode and workspace size, which is all
+are read at all (k and alpha nonzero), the alignment of every pointer (mod 16), lda and ldb
+whole (beyond their alignment, the heuristic picks between TN's two 4-byte rows by them:
+:func:`sgblas.dispatch.heuristic.eight_lanes_pay`) and ldc mod 4. Plans are memoised per device, math mode and workspace size, which is all
 of a handle a plan depends on: the handles that share those (``gemm`` makes one per stream)
 share one memo, so a repeated shape costs one dictionary lookup, also on a new handle, and
 setting a handle's workspace moves it to the memo of its new size.
@@ -139,7 +140,7 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
     heuristic would choose (the caller has checked its legality): how the sanitizer driver and
     the tests reach every variant through the same call path as any other call.
     """
-    key = (ta, tb, m, n, k, reads_ab, a_ptr & 15, b_ptr & 15, c_ptr & 15, lda & 3, ldb & 3, ldc & 3)
+    key = (ta, tb, m, n, k, reads_ab, a_ptr & 15, b_ptr & 15, c_ptr & 15, lda, ldb, ldc & 3)
     plans = handle._plans
     plan = plans.get(key)
     if pin is not None:
@@ -167,8 +168,8 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
         plans[key] = plan
         if log.isEnabledFor(logging.DEBUG):
             log.debug("new shape class on device %d: %s%s m=%d n=%d k=%d (pointers mod 16: %d %d %d, "
-                      "lds mod 4: %d %d %d) runs %s%s", handle.device, ta, tb, m, n, k, a_ptr & 15, b_ptr & 15,
-                      c_ptr & 15, lda & 3, ldb & 3, ldc & 3, plan.spec.name,
+                      "lda %d, ldb %d, ldc mod 4 %d) runs %s%s", handle.device, ta, tb, m, n, k, a_ptr & 15,
+                      b_ptr & 15, c_ptr & 15, lda, ldb, ldc & 3, plan.spec.name,
                       f" split {plan.splits} ways" if plan.splits > 1 else "")
     return plan
 

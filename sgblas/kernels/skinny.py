@@ -500,6 +500,16 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     # 4 columns apart), and every CTA does that at once at the end: run O's probe measured it
     # at a third of the axpy loop's time (docs/tuning.md, rung 34).
     QC = cfg.QC
+
+    def store(ind: str, row: str, src: str) -> None:
+        """C's element of column q0 + ql and row ``row`` of the block := alpha * Lring[src]
+        (+ beta * C), for a column inside Q."""
+        w(f"{ind}qq = q0 + int64(ql)")
+        w(f"{ind}if qq < Q:")
+        w(f"{ind}    off = c_s + {row} + qq" + (" * c_q" if r["c_p"] == "1" else ""))
+        w(f"{ind}    v = alpha * Lring[{src}]")
+        w(f"{ind}    C[off] = v + beta * C[off] if for_beta else v")
+
     w("    cuda.syncthreads()  # every thread is done with the ring")
     w(f"    q0 = int64(cuda.blockIdx.x) * {QC}")
     if r["c_p"] == "1":  # m small: column ql of the CTA's block at ql * MP, rows contiguous
@@ -515,20 +525,12 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         w(f"        for i in range({MP * QC // T}):")
         w(f"            x = tid + uint32(i * {T})")
         w(f"            ql = x // uint32({MP})")
-        w("            qq = q0 + int64(ql)")
-        w("            if qq < Q:")
-        w(f"                off = c_s + int64(x % uint32({MP})) + qq * c_q")
-        w("                v = alpha * Lring[x]")
-        w("                C[off] = v + beta * C[off] if for_beta else v")
+        store("            ", f"int64(x % uint32({MP}))", "x")
         w("    else:")
         w(f"        for x in range(tid, pl * uint32({QC}), uint32({T})):")
         w("            ql = x // pl")
         w("            pe = x - ql * pl")
-        w("            qq = q0 + int64(ql)")
-        w("            if qq < Q:")
-        w("                off = c_s + int64(pe) + qq * c_q")
-        w(f"                v = alpha * Lring[ql * uint32({MP}) + pe]")
-        w("                C[off] = v + beta * C[off] if for_beta else v")
+        store("            ", "int64(pe)", f"ql * uint32({MP}) + pe")
     else:  # n small: row p of the block at p * QC, columns contiguous
         for pp in range(MP):
             w(f"    sts4(Lring, {pp * QC} + rt, " + ", ".join(f"acc[{pp * 4 + e}]" for e in range(4)) + ")")
@@ -537,11 +539,7 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         w("        if pp < P:")
         w(f"            for i in range({QC // T}):")
         w(f"                ql = tid + uint32(i * {T})")
-        w("                qq = q0 + int64(ql)")
-        w("                if qq < Q:")
-        w("                    off = c_s + pp * c_p + qq")
-        w(f"                    v = alpha * Lring[uint32(pp * {QC}) + ql]")
-        w("                    C[off] = v + beta * C[off] if for_beta else v")
+        store("                ", "pp * c_p", f"uint32(pp * {QC}) + ql")
 
 
 def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) -> None:

@@ -156,3 +156,18 @@ def test_a_new_shape_class_is_logged_once_at_debug_with_its_variant(caplog):
             assert sgblas.sgemm(h, "N", "N", 3, 2, 2, 1.0, a, 3, a, 2, 0.0, c, 3) == sgblas.Status.SUCCESS
     lines = [r.getMessage() for r in caplog.records if "new shape class" in r.getMessage()]
     assert len(lines) == 1 and "NN m=3 n=2 k=2" in lines[0] and " runs sgemm_" in lines[0], lines
+
+
+def test_the_memo_keeps_leading_dimensions_the_heuristic_reads_apart():
+    """lda and ldb beyond their alignment choose between TN's two 4-byte rows, so two problems
+    of one alignment class with other leading dimensions get their own plans."""
+    import sgblas
+    from sgblas.dispatch.plan import plan_for
+
+    with sgblas.Handle() as h:
+        def spec(ld):
+            return plan_for(h, "T", "N", 4096, 4096, 4096, True, ALIGNED + 4, ld, ALIGNED + 2**32 + 4, ld,
+                            ALIGNED + 2**33 + 4, 4096).spec.name
+        assert spec(4096) == "sgemm_simt_tn_128x128x16kq8_2s_a4"
+        assert spec(4100) == "sgemm_simt_tn_128x128x16_2s_a4"
+        assert spec(4096) == "sgemm_simt_tn_128x128x16kq8_2s_a4"
