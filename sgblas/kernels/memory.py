@@ -8,7 +8,9 @@ operation twice:
 * when not simulating, a Numba ``@intrinsic`` of the same name that emits the instruction.
 
 The public names (``ldg4``, ``lds4``, ...) are bound to the intrinsic on a real target and to
-the Python function under the simulator, so a kernel calls one name in both worlds.
+the Python function under the simulator, so a kernel calls one name in both worlds. One
+intrinsic has no simulator twin: ``tid_x_again`` (a read of ``%tid.x`` the compiler may not
+hoist), which a generator writes only for a real target.
 Intrinsics, unlike ``@cuda.jit(device=True)`` functions or ``@overload`` s, compile inside
 the caller's compilation for the caller's compute capability, so ``compile_ptx(cc=...)`` works
 on a machine without a GPU (the static PTX checks in CI rely on this).
@@ -304,6 +306,19 @@ else:
     @intrinsic
     def cp_async_wait_all(typingctx):
         return types.void(), _asm_void("cp.async.wait_all;")
+
+    @intrinsic
+    def tid_x_again(typingctx):
+        """``threadIdx.x`` read afresh where it is called. ``cuda.threadIdx.x`` is a pure read,
+        so the compiler computes what derives from it once, before a loop, and keeps it in
+        registers across the loop; at a launch bound's register cap that can spill. A value
+        derived from this read is recomputed where it is used. Real targets only: the
+        simulator has no inline assembly, and its kernels read ``cuda.threadIdx.x``."""
+        def codegen(context, builder, sig, args):
+            op = ir.InlineAsm(ir.FunctionType(ir.IntType(32), []), "mov.u32 $0, %tid.x;", "=r",
+                              side_effect=True)
+            return builder.call(op, [])
+        return types.uint32(), codegen
 
     def cp_async_wait_group(n: int):
         """An intrinsic that waits until at most ``n`` committed groups are in flight."""

@@ -169,6 +169,8 @@ class SkinnyConfig:
             assert 8 * self.NC * self.THREADS <= self.S_STAGES * MP * self.KC_DOT, \
                 "the reduction's 8-row rounds must fit in S's shared buffer"
             assert self.THREADS % (4 * MP) == 0, "a pass of S copied along P covers whole 16-byte vectors of k"
+            vp = self.THREADS // MP // 4
+            assert vp & (vp - 1) == 0, "the swizzled copy's index splits only when a pass copies a power of two of vectors"
         else:
             assert (self.KC_AXPY * MP) % self.THREADS == 0 and self.KC_AXPY % self.KU == 0
             assert MP * self.QC <= self.ring * self.KU * self.THREADS * 4 and MP * self.QC % self.THREADS == 0, \
@@ -305,16 +307,55 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
         w(f"{ind}    cp_async4(Ss, sd + t * {KC}, {r['S']}, sg + t * s_p if tv else int64(0), "
           f"uint32(4) if skv and tv else uint32(0))")
         return
-    # Pass t copies k columns 8t .. 8t + 7 of the piece (threads // MP of them): mine is
-    # sw_c + 8t, in 16-byte vector sw_v + 2t of my row, at element sw_c & 3 of it (sw_d).
-    w(f"{ind}sd = {buf} * {SBUF} + sw_d")
-    w(f"{ind}sk = kb + {piece} * {KC} + int64(sw_c)")
-    w(f"{ind}if sw_p < P:  # rows past P: not copied, as above")
-    w(f"{ind}    for t in range({SBUF // threads}):")
-    w(f"{ind}        skt = sk + t * {threads // MP}")
-    w(f"{ind}        skv = skt < ke")
-    w(f"{ind}        cp_async4(Ss, sd + int64(((sw_v + uint32(t * {threads // MP // 4})) ^ sw_x) * uint32(4)), "
-      f"{r['S']}, sw_p + skt * s_k if skv else int64(0), uint32(4) if skv else uint32(0))")
+    # Pass t copies k columns VP * 4 * t .. of the piece (threads // MP of them): mine is
+    # sc + VP * 4 * t (sc = tid // MP), element sc & 3 of 16-byte vector sv + VP * t (sv = sc //
+    # 4) of my row sp = tid % MP, stored at vector (sv + VP * t) ^ (sp & 7). With VP a power of
+    # two and sv < VP, that vector is (V ^ (VP * t & 7)) + (VP * t & ~7) for V = sv ^ (sp & 7),
+    # so the copy's index is a per-thread base (row, element and 4 V, whose bits do not
+    # overlap) XORed by a constant in bits 3-4, plus a constant: one LOP3 and an immediate,
+    # where the general form costs four. The base is rebuilt each piece from a fresh read of
+    # tid: held across the K loop, it and S's column offset spilled at 128 registers (ptxas
+    # 13.0; docs/tuning.md, rung 39).
+    VP = threads // MP // 4
+    w(f"{ind}tn = {_TID_AGAIN}")
+    w(f"{ind}sp = tn % uint32({MP})")
+    w(f"{ind}sc = tn // uint32({MP})")
+    w(f"{ind}if sp < pl:  # rows past P: not copied, as above")
+    w(f"{ind}    swb = uint32({buf} * {SBUF}) | (sp * uint32({KC})) | (sc & uint32(3)) | "
+      f"(((sc >> uint32(2)) ^ (sp & uint32(7))) << uint32(2))")
+
+    def dst(t: int) -> str:
+        return f"int64(swb ^ uint32({4 * (VP * t & 7)})) + {4 * (VP * t & ~7)}"
+
+    # A piece wholly before ke (all but the last of a split) copies with no test, its source
+    # stepping by 8 columns of S a pass; the 64-bit compare, the selects and the rebuilt
+    # address of the tested copy cost about nine instructions each (rung 39).
+    w(f"{ind}    sk = kb + {piece} * {KC} + int64(sc)")
+    w(f"{ind}    if kb + ({piece} + 1) * {KC} <= ke:")
+    w(f"{ind}        sg = int64(sp) + sk * s_k")
+    for t in range(SBUF // threads):
+        w(f"{ind}        cp_async4(Ss, {dst(t)}, {r['S']}, sg + {t * (threads // MP)} * s_k, uint32(4))")
+    w(f"{ind}    else:")
+    w(f"{ind}        for t in range({SBUF // threads}):")
+    w(f"{ind}            skt = sk + t * {threads // MP}")
+    w(f"{ind}            skv = skt < ke")
+    w(f"{ind}            cp_async4(Ss, int64(swb ^ uint32((t * {4 * VP}) & 7 * 4)) + ((t * {VP}) & ~7) * 4, "
+      f"{r['S']}, int64(sp) + skt * s_k if skv else int64(0), uint32(4) if skv else uint32(0))")
+
+
+#: ``threadIdx.x`` read where it is written (:func:`sgblas.kernels.memory.tid_x_again`); the
+#: simulator, which has no inline assembly, reads ``cuda.threadIdx.x``.
+_TID_AGAIN = "uint32(cuda.threadIdx.x)" if SIMULATOR else "tid_x_again()"
+
+
+def _dot_position(w, cfg: SkinnyConfig, ind: str) -> None:
+    """lr, slot, qb and qn of the dot loop from tid, warp and lane."""
+    LK, NC = cfg.LK, cfg.NC
+    w(f"{ind}lr = lane % uint32({LK})   # 4 * lr: my k offset in a step")
+    w(f"{ind}slot = lane // uint32({LK})")
+    w(f"{ind}qb = int64(cuda.blockIdx.x) * {cfg.QC} + int64(warp * uint32({(32 // LK) * NC}) + slot)")
+    # Column c is q_c = qb + 4 c; it exists when qn > 4 c (one register, not four q_c).
+    w(f"{ind}qn = uint32(min(max(Q - qb, int64(0)), int64({NC * (32 // LK)})))")
 
 
 def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
@@ -325,11 +366,7 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     # Ring slot j holds step g of L when g % R == j: vector c of thread t at
     # ((j * NC + c) * T + t) * 4, so a warp's 16-byte copies and reads are consecutive.
     w(f"    Lring = cuda.shared.array({R * SLOT}, float32{al})")
-    w(f"    lr = lane % uint32({LK})   # 4 * lr: my k offset in a step")
-    w(f"    slot = lane // uint32({LK})")
-    w(f"    qb = int64(cuda.blockIdx.x) * {cfg.QC} + int64(warp * uint32({(32 // LK) * NC}) + slot)")
-    # Column c is q_c = qb + 4 c; it exists when qn > 4 c (one register, not four q_c).
-    w(f"    qn = uint32(min(max(Q - qb, int64(0)), int64({NC * (32 // LK)})))")
+    _dot_position(w, cfg, "    ")
     for c in range(NC):
         w(f"    lc{c} = (qb + {c * (32 // LK)} if qn > uint32({c * (32 // LK)}) else int64(0)) * ldl")
     w(f"    all_ok = qn > uint32({(NC - 1) * (32 // LK)})")
@@ -361,7 +398,13 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         for c in range(NC):
             w(f"{ind}b{c}0, b{c}1, b{c}2, b{c}3 = lds4(Lring, {(j * NC + c) * T * 4} + rt)")
         swz = _swizzled(r)
-        w(f"{ind}so = boff + {st} * {SK}{'' if swz else ' + k4'}")
+        if swz:
+            # The swizzle moves only bits 2-4 of the index (the vector within an aligned group
+            # of 8), where the piece's, step's and row's offsets (multiples of 32) are zero, so
+            # it is one XOR of a 32-bit base by a constant and the rest an immediate offset.
+            w(f"{ind}sbw = uint32(boff) | lr4")
+        else:
+            w(f"{ind}so = boff + {st} * {SK} + k4")
         for rb in range(MP // 4):
             p = ind
             if rb:
@@ -369,8 +412,8 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
                 p = ind + "    "
             w(f"{p}for rr in range(4):")
             if swz:  # row 4 rb + rr keeps my vector lr at lr ^ (row & 7)
-                w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC} + "
-                  f"int64((lr ^ (uint32({4 * (rb & 1)}) + uint32(rr))) * uint32(4)))")
+                w(f"{p}    a0, a1, a2, a3 = lds4(Ss, int64(sbw ^ uint32({16 * (rb & 1)} + 4 * rr)) + "
+                  f"{st} * {SK} + ({4 * rb} + rr) * {KC})")
             else:
                 w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC})")
             w(f"{p}    ai = ({4 * rb} + rr) * {NC}")
@@ -393,15 +436,17 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     # * L needs no barrier: a thread reads only the slots it copied into, and it refills slot
     #   (g - 1) % R only after it multiplied the values it read from there.
     if _swizzled(r):
-        w(f"    sw_p = int64(tid % uint32({MP}))   # S's piece: my row, and my k column in a pass")
-        w(f"    sw_c = tid // uint32({MP})")
-        w("    sw_v = sw_c >> uint32(2)")
-        w(f"    sw_x = (tid % uint32({MP})) & uint32(7)")
-        w(f"    sw_d = sw_p * {KC} + int64(sw_c & uint32(3))")
+        w("    lr4 = lr * uint32(4)")
     _ring_loop(w, cfg, lambda ind, piece, buf: _stage_dot(w, ind, r, SBUF, piece, buf, T), copy_l, compute,
                fast_if="all_ok")
 
     w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")
+    # The thread's position again from a fresh read of tid: derived once before the loop, it
+    # stayed in registers across it and spilled at 128 registers (rung 39).
+    w(f"    tid = {_TID_AGAIN}")
+    w("    warp = tid >> uint32(5)")
+    w("    lane = tid & uint32(31)")
+    _dot_position(w, cfg, "    ")
     w("    gb = int64(warp * uint32(32) + slot * uint32(8))")
     for rnd in range(MP // 8):
         p = "    "

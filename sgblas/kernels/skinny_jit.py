@@ -23,6 +23,8 @@ def _namespace(cfg: SkinnyConfig) -> dict:
         "lds4": memory.lds4, "sts4": memory.sts4, "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
     }
+    if not SIMULATOR:  # the simulator's kernels read cuda.threadIdx.x instead (the generator's choice)
+        ns["tid_x_again"] = memory.tid_x_again
     # The count of a wait_group must be a constant (all but L's ring - 1 newest steps): the
     # factory makes that intrinsic.
     ns[f"cp_async_wait{cfg.ring - 1}"] = memory.cp_async_wait_group(cfg.ring - 1)

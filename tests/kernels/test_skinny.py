@@ -11,8 +11,9 @@
   a tight ``lda = 3`` of a 3 x k A does not stop it.
 * The guard: small side above 16, a misaligned large operand, its leading dimension.
 * Static: the PTX for sm_90 of a dot and an axpy variant has no local memory, 16-byte global
-  and shared loads, ``cp.async`` and no flush-to-zero or tensor-core instruction (compiled by
-  the session's background compile, ``tests/helpers.py``: the simulator cannot compile).
+  and shared loads, ``cp.async`` and no flush-to-zero or tensor-core instruction, and the dot
+  variant reads tid again after its prologue (compiled by the session's background compile,
+  ``tests/helpers.py``: the simulator cannot compile).
 
 Every case checks all of C against a float64 reference with a K-aware tolerance, and C's
 padding bit for bit.
@@ -214,3 +215,7 @@ def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
     for name in names[:2]:
         assert "ld.shared.v4.f32" in ptxs[name] and "cp.async.ca.shared.global" in ptxs[name]
         assert ptxs[name].count("fma.rn.f32") >= 256
+    # The dot loop rebuilds its S-copy addresses and its epilogue's position from fresh reads of
+    # tid (memory.tid_x_again), which the compiler may not fold into the first: held across the
+    # K loop, those values spilled at the launch bound's 128 registers (docs/tuning.md, rung 39).
+    assert ptxs[names[0]].count("%tid.x") >= 3, f"{names[0]} reads tid only once"
