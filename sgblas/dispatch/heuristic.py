@@ -155,12 +155,18 @@ def eight_lanes_pay(p: GemmProblem) -> bool:
     return bool(lds) and all(ld % 32 == 0 or (ld > 1 and (ld - 1) & (ld - 2) == 0) for ld in lds)
 
 
-def _lanes_order(spec: KernelSpec, p: GemmProblem) -> int:
+def _lanes(spec: KernelSpec) -> int | None:
+    """The lanes a k-major column of a tile kernel's register-staged copy (None for kernels
+    without a tile config)."""
+    return getattr(spec.config, "KQB", None)
+
+
+def _lanes_order(spec: KernelSpec, eight: bool) -> int:
     """0 for a tile kernel whose k-major copies have the lanes a column that
-    :func:`eight_lanes_pay` wants (8, or fewer), 1 for the others. It decides only between rows
-    that tie on every earlier key: TN's two 4-byte rows."""
-    lanes = getattr(spec.config, "KQB", None)
-    return 0 if lanes is None or (lanes == 8) == eight_lanes_pay(p) else 1
+    :func:`eight_lanes_pay` wants (``eight``: 8, else fewer), 1 for the others. It decides only
+    between rows that tie on every earlier key: TN's two 4-byte rows."""
+    lanes = _lanes(spec)
+    return 0 if lanes is None or (lanes == 8) == eight else 1
 
 
 def _eight_by_eight_first(spec: KernelSpec) -> int:
@@ -325,16 +331,19 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
     small_skinny = [s for s, _ in fits if s.role == "skinny"]
 
-    # The tile kernels, by how well their output tiles fill the GPU; the 8 x 8 thread tile first.
+    # The tile kernels, by how well their output tiles fill the GPU; then, between rows of one
+    # CTA tile, the 8 x 8 thread tile, the widest accesses and the lanes a k-major column.
+    eight = eight_lanes_pay(p)
+
+    def within(s: KernelSpec) -> tuple[int, int, int]:
+        return (_eight_by_eight_first(s), -s.align, _lanes_order(s, eight))
+
     filled = [s for s in tiled if fill(s, p, props) >= FILL_TARGET]
     if filled:
-        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), _eight_by_eight_first(s), -s.align,
-                                              _lanes_order(s, p)))
-        order += sorted((s for s in tiled if s not in filled),
-                        key=lambda s: (-fill(s, p, props), _eight_by_eight_first(s), -s.align, _lanes_order(s, p)))
+        order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), *within(s)))
+        order += sorted((s for s in tiled if s not in filled), key=lambda s: (-fill(s, p, props), *within(s)))
     else:
-        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), _eight_by_eight_first(s), -s.align,
-                                             _lanes_order(s, p)))
+        order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), *within(s)))
     best_tile = order[0] if order else None
 
     out: list[Ranked] = []
@@ -436,8 +445,8 @@ def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DevicePr
         tm, tn = thread_tile(best)
         return (f"{best.name}'s {tm} x {tn} thread tile runs this CTA tile at least as fast at every K "
                 f"when K is not split (the larger thread tile serves accuracy splits of a long K)")
-    lanes = getattr(best.config, "KQB", None)
-    if spec.tile == best.tile and spec.align == best.align and lanes != getattr(spec.config, "KQB", None):
+    lanes = _lanes(best)
+    if spec.tile == best.tile and spec.align == best.align and lanes != _lanes(spec):
         which = "are" if lanes == 8 else "are not all"
         return (f"{best.name} copies each k-major column with {lanes} lanes, faster when the k-major "
                 f"leading dimensions (lda={p.lda}, ldb={p.ldb}) {which} multiples of 32 or one past a power of two")
