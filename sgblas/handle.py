@@ -7,7 +7,6 @@ from typing import Any
 from sgblas.dispatch.plan import memo_for
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
-from sgblas.kernels.reduce import TICKET_BYTES
 from sgblas.kernels.spec import REGISTRY
 from sgblas.runtime import driver, loader
 from sgblas.runtime.device import (BACKEND, compute_capability, current_device, device_count, device_properties,
@@ -33,7 +32,7 @@ def reserve_workspace(device: int) -> None:
     if BACKEND.simulated or device in _RESERVED:
         return
     with driver.made_current(primary_context_handle(device)):
-        ptr = driver.mem_alloc(DEFAULT_WORKSPACE_BYTES + TICKET_BYTES)
+        ptr = driver.mem_alloc(DEFAULT_WORKSPACE_BYTES)
     buffer_id = driver.pointer_buffer_id(ptr)
     if buffer_id is None:  # cannot be checked later, so not kept
         with driver.made_current(primary_context_handle(device)):
@@ -153,13 +152,7 @@ class Handle:
         partial results there; a call whose best kernel would need more than the handle has
         takes a kernel that needs none (``sgblas.explain`` says so). Allocating and freeing are
         set-up steps: never done inside a call, so calls can be captured in CUDA graphs.
-        Freeing waits for the device's work (``cuMemFree``).
-
-        The allocation is :data:`~sgblas.kernels.reduce.TICKET_BYTES` (16 KiB) larger: counters
-        that the skinny kernels which split K need at zero (each call leaves them so), before the
-        ``nbytes`` for partials. They are zeroed here, on the handle's stream. A call on another stream must be ordered after that, as
-        after any earlier use of the workspace (see :meth:`set_stream`). Not while the stream is
-        being captured into a graph, where the zeroing would run only with the graph."""
+        Freeing waits for the device's work (``cuMemFree``)."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise InvalidValueError(f"workspace_bytes={nbytes!r} is not a non-negative int")
         old_ptr, _, old_keep = self._workspace
@@ -168,34 +161,18 @@ class Handle:
             if BACKEND.simulated:
                 import numpy as np
 
-                keep = np.empty(TICKET_BYTES + nbytes, np.uint8)  # host memory stands for device memory there
-                keep[:TICKET_BYTES] = 0
+                keep = np.empty(nbytes, np.uint8)  # host memory stands for device memory there
                 ptr = keep.ctypes.data
             else:
-                raw = self._stream[1]
-                try:
-                    capturing = driver.stream_capturing(raw)
-                except DriverError:  # the legacy stream while another captures: the zeroing below says
-                    capturing = False
-                if capturing:
-                    raise InvalidValueError(f"stream {raw:#x} is being captured into a graph: a workspace "
-                                            f"is set outside a capture (its counters are zeroed on the stream)")
                 if nbytes == DEFAULT_WORKSPACE_BYTES and _RESERVED:
                     ptr = _take_reserved(self.device)
                 try:
                     if not ptr:
                         with driver.made_current(self._context):
-                            ptr = driver.mem_alloc(TICKET_BYTES + nbytes)
+                            ptr = driver.mem_alloc(nbytes)
                 except DriverError as exc:
                     raise SgblasError(Status.ALLOC_FAILED, f"allocating a workspace of {nbytes} bytes on "
                                                            f"device {self.device} failed: {exc}") from exc
-                try:
-                    with driver.made_current(self._context):
-                        driver.memset_d32_async(ptr, 0, TICKET_BYTES // 4, raw)
-                except DriverError as exc:
-                    self._free(ptr)
-                    raise SgblasError(Status.EXECUTION_FAILED, f"zeroing the counters of a new workspace on "
-                                                               f"stream {raw:#x} failed: {exc}") from exc
         self._workspace = (ptr, nbytes, keep)
         self._plans = memo_for(self.device, self.math_mode, nbytes)  # which kernels fit depends on it
         if old_ptr and old_keep is None:
@@ -212,8 +189,7 @@ class Handle:
 
     @property
     def workspace_ptr(self) -> int:
-        """The workspace's device address (0 when there is none): its counters, then
-        :attr:`workspace_bytes` for partial products."""
+        """The workspace's device address (0 when there is none)."""
         return self._workspace[0]
 
     def set_stream(self, stream: Any) -> None:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from sgblas.kernels import reduce, skinny, splitk
+from sgblas.kernels import skinny, splitk
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
@@ -61,7 +61,7 @@ __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", 
            "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "AXPY_CTAS_PER_SM",
            "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas",
            "fill", "rank", "split_of", "split_for", "pinned_split", "is_backstop", "thread_tile",
-           "wide_thread_tile_pays", "eight_lanes_pay", "FUSED_LOADS", "adds_in_kernel"]
+           "wide_thread_tile_pays", "eight_lanes_pay"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -102,27 +102,6 @@ WIDE_THREAD_K: int = 4096
 #: ... or from this K per CTA when all CTAs run in one wave (no second wave starts behind
 #: the slow epilogues of the first).
 WIDE_THREAD_ONE_WAVE_K: int = 2048
-
-
-#: A skinny kernel that splits K adds its own partials, in the last CTA of each output tile,
-#: when they are at most this many 16-byte loads for each thread of that CTA; with more, that
-#: one CTA would read what the reduction kernel spreads over the whole GPU, and the reduction
-#: kernel runs after it instead (docs/tuning.md, rung 41: 16x16384x4096 NT's axpy split, 64
-#: loads a thread, took twice as long in one launch as in two).
-FUSED_LOADS: int = 8
-
-
-def adds_in_kernel(spec: KernelSpec, m: int, n: int, splits: int) -> bool:
-    """Whether ``spec``, run with ``splits`` slices of K, adds its partials itself (one launch)
-    rather than leaving them to the reduction kernel: a skinny kernel whose tile's partials are
-    at most :data:`FUSED_LOADS` 16-byte loads a thread, with a counter for each of its tiles."""
-    if spec.role != "skinny" or splits <= 1:
-        return False
-    cfg = spec.config
-    rows, cols = (m, min(n, cfg.QC)) if cfg.small == "m" else (min(m, cfg.QC), n)
-    if spec.grid(m, n, 0)[0] > reduce.TICKETS:
-        return False
-    return splits * -(-rows // 4) * cols <= FUSED_LOADS * cfg.THREADS
 
 
 class Split(NamedTuple):

@@ -13,12 +13,9 @@ setting a handle's workspace moves it to the memo of its new size.
 
 :func:`execute` is the only place that launches: the BLAS call, ``gemm``, the fast checks and
 the documented validation all end here, with the same plan for the same shape class. A plan
-is one launch, or, when a slice kernel splits K, two on the handle's stream: the partial
-products into the handle's workspace, then the fixed-order reduction into C. A skinny kernel
-that splits K is one launch where its tiles' partials are few (the last CTA of each output
-tile adds that tile's in the same fixed order: :func:`sgblas.dispatch.heuristic.adds_in_kernel`),
-else two like a slice kernel's. Nothing waits or allocates, so a split call can be captured in a CUDA
-graph like any other.
+is one launch, or, when it splits K, two on the handle's stream: the partial products into
+the handle's workspace, then the fixed-order reduction into C. Nothing in between waits or
+allocates, so a split call can be captured in a CUDA graph like any other.
 
 The workspace belongs to the handle: calls that split K use the same bytes, ordered by the
 handle's stream. Two such calls on one handle may only overlap if the caller runs them on
@@ -84,8 +81,7 @@ class Plan(NamedTuple):
 
     When K is split (``splits > 1``), ``kernel`` writes the partials into the workspace
     (``ldw`` rows per column) and ``reduce`` over ``reduce_grid`` adds them into C;
-    ``c_vec`` says whether the reduction may access C with 16-byte vectors. A skinny kernel
-    that adds its own partials has ``reduce`` None; it takes ``ldw`` whether it splits or not.
+    ``c_vec`` says whether the reduction may access C with 16-byte vectors.
     """
 
     role: str
@@ -130,11 +126,9 @@ def _note(spec: KernelSpec, split: Split | None, p: GemmProblem) -> str:
         return ""
     if split.splits == 1:
         return "K is not split: one launch"
-    head = (f"K split {split.splits} ways ({split.k_chunk} each): partial products in the handle's "
-            f"workspace ({split.splits * _reduce.padded_rows(p.m) * p.n * 4} bytes), then ")
-    if heuristic.adds_in_kernel(spec, p.m, p.n, split.splits):
-        return head + "the last CTA of each output tile adds that tile's in the fixed order (one launch)"
-    return head + f"{_reduce.NAME} adds them in its fixed order"
+    return (f"K split {split.splits} ways ({split.k_chunk} each): partial products in the handle's "
+            f"workspace ({split.splits * _reduce.padded_rows(p.m) * p.n * 4} bytes), then "
+            f"{_reduce.NAME} adds them in its fixed order")
 
 
 def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bool,
@@ -187,8 +181,8 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
     if split is None:
         return Plan(spec.role, spec, kernel, spec.grid(m, n, k))
     grid = _split_grid(spec, m, n, split.splits)
-    if split.splits == 1 or heuristic.adds_in_kernel(spec, m, n, split.splits):
-        return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, _reduce.padded_rows(m))
+    if split.splits == 1:
+        return Plan(spec.role, spec, kernel, grid, 1, split.k_chunk)
     red = registry.by_name(_reduce.NAME)
     c_vec = int(c_ptr % 16 == 0 and ldc % 4 == 0)
     return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, _reduce.padded_rows(m),
@@ -223,26 +217,16 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
                                           beta, c_ptr, c_extent, ldc))
         elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
             launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc))
-        elif role == "skinny" and reduce is None:
-            # C itself, or with K split the partials into the workspace after its counters and
-            # the tiles' last CTAs add them.
-            ws_extent = _reduce.TICKETS + splits * ldw * n if splits > 1 else 0
+        elif splits == 1:  # a skinny kernel writing C itself
             launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          beta, c_ptr, c_extent, ldc, k_chunk, handle.workspace_ptr,
-                                          ws_extent, ldw, 1))
+                                          beta, c_ptr, c_extent, ldc, k_chunk))
         else:
-            # Partials into the workspace after its counters (C and beta unused), then C = their
-            # sum in the reduction's fixed order + beta * C. The workspace is read from the
-            # handle at each call.
-            ws_ptr = handle.workspace_ptr + _reduce.TICKET_BYTES
+            # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
+            # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
+            ws_ptr = handle.workspace_ptr
             ws_extent = splits * ldw * n
-            if role == "skinny":
-                launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                              beta, c_ptr, c_extent, ldc, k_chunk, handle.workspace_ptr,
-                                              _reduce.TICKETS + ws_extent, ldw, 0))
-            else:
-                launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                              0.0, ws_ptr, ws_extent, ldw, k_chunk))
+            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          0.0, ws_ptr, ws_extent, ldw, k_chunk))
             launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
                                                  c_ptr, c_extent, ldc, c_vec))
     finally:

@@ -44,15 +44,3 @@ SCALE = Abi("scale", (("m", INT32), ("n", INT32), ("beta", FLOAT32), ("C", ARRAY
 REDUCE = Abi("reduce", (("m", INT32), ("n", INT32), ("splits", INT32), ("W", ARRAY), ("ldw", INT32),
                         ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32), ("c_vec", INT32)))
 __all__ += ["REDUCE"]
-
-#: A skinny kernel's (:mod:`sgblas.kernels.skinny`): :data:`GEMM_SPLIT`'s parameters, then the
-#: handle's workspace ``W``, the partials' leading dimension ``ldw`` and ``add``. With one split
-#: (``gridDim.y == 1``) the kernel writes ``alpha * op(A) op(B) + beta * C`` and leaves W
-#: unread. With several it writes split s's ``alpha`` times partial product to the m x n matrix
-#: at ``W + TICKETS + s * ldw * n``; then, when ``add`` is nonzero, the last CTA of each output
-#: tile to finish adds the tile's partials in :func:`sgblas.kernels.reduce.order` and applies
-#: ``beta * C`` (C unread when beta == 0): W's first :data:`sgblas.kernels.reduce.TICKETS`
-#: words are the tiles' counters, zero before and after the call, so such a grid has at most
-#: that many CTAs along x. When ``add`` is zero, C is not touched and :data:`REDUCE` follows.
-SKINNY = Abi("skinny", GEMM_SPLIT.params + (("W", ARRAY), ("ldw", INT32), ("add", INT32)))
-__all__ += ["SKINNY"]

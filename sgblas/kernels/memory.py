@@ -10,8 +10,7 @@ operation twice:
 The public names (``ldg4``, ``lds4``, ...) are bound to the intrinsic on a real target and to
 the Python function under the simulator, so a kernel calls one name in both worlds. One
 intrinsic has no simulator twin: ``tid_x_again`` (a read of ``%tid.x`` the compiler may not
-hoist), which a generator writes only for a real target. ``ticket`` is the one atomic: an
-integer counter kept in a word of a float32 array (the kernels' ABI passes float32 arrays only).
+hoist), which a generator writes only for a real target.
 Intrinsics, unlike ``@cuda.jit(device=True)`` functions or ``@overload`` s, compile inside
 the caller's compilation for the caller's compute capability, so ``compile_ptx(cc=...)`` works
 on a machine without a GPU (the static PTX checks in CI rely on this).
@@ -35,17 +34,15 @@ Rules the caller must keep, since nothing here checks them on the device:
 
 from __future__ import annotations
 
-import struct
-
 from sgblas.runtime.device import SIMULATOR
 
 __all__ = [
     "ldg4", "lds4", "sts4", "stg4", "ldg2", "stg2", "ldg1", "sts1", "stg1",
     "cp_async16", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait_all",
-    "cp_async_wait_group", "ticket",
+    "cp_async_wait_group",
     "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg2_py", "stg2_py", "ldg1_py", "sts1_py",
     "stg1_py", "cp_async16_py", "cp_async8_py", "cp_async4_py", "cp_async_commit_py",
-    "cp_async_wait_all_py", "cp_async_wait_group_py", "ticket_py",
+    "cp_async_wait_all_py", "cp_async_wait_group_py",
 ]
 
 
@@ -141,18 +138,6 @@ def cp_async_wait_group_py(n: int):
     return wait
 
 
-def ticket_py(arr, i, bound):
-    """Read the 32-bit word of ``arr[i]`` as an unsigned integer ``old`` and store ``0 if old >=
-    bound else old + 1`` in its place, atomically (CUDA's ``atomicInc``); return ``old``. With
-    ``bound = n - 1`` a word that starts at 0 returns 0, 1, ..., n - 1 to n callers and is 0 again
-    after them. The simulator runs one block at a time and only one thread of a block calls it,
-    so the read and the write need no lock there."""
-    old = struct.unpack("<I", struct.pack("<f", float(arr[i])))[0]
-    new = 0 if old >= int(bound) else old + 1
-    arr[i] = struct.unpack("<f", struct.pack("<I", new))[0]
-    return old
-
-
 # --- intrinsics (real targets) ---------------------------------------------------------------
 
 if SIMULATOR:
@@ -162,7 +147,6 @@ if SIMULATOR:
     cp_async16, cp_async8, cp_async4 = cp_async16_py, cp_async8_py, cp_async4_py
     cp_async_commit, cp_async_wait_all = cp_async_commit_py, cp_async_wait_all_py
     cp_async_wait_group = cp_async_wait_group_py
-    ticket = ticket_py
 else:
     from llvmlite import ir
     from numba import types
@@ -335,24 +319,6 @@ else:
                               side_effect=True)
             return builder.call(op, [])
         return types.uint32(), codegen
-
-    @intrinsic
-    def ticket(typingctx, arr, index, bound):
-        """``atom.global.inc.u32`` on the word of ``arr[index]`` (see :func:`ticket_py`): relaxed,
-        at GPU scope, so the caller orders what it wrote before (and reads after) with fences."""
-        _check("ticket", arr, index)
-        if not isinstance(bound, types.Integer):
-            raise TypeError(f"ticket needs an integer bound, got {bound}")
-
-        def codegen(context, builder, sig, args):
-            i32, i64 = ir.IntType(32), ir.IntType(64)
-            ptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _GLOBAL)
-            fnty = ir.FunctionType(i32, [i64, i32])
-            op = ir.InlineAsm(fnty, "atom.global.inc.u32 $0, [$1], $2;", "=r,l,r,~{memory}", side_effect=True)
-            limit = context.cast(builder, args[2], sig.args[2], types.uint32)
-            return builder.call(op, [builder.ptrtoint(ptr, i64), limit])
-
-        return types.uint32(arr, index, bound), codegen
 
     def cp_async_wait_group(n: int):
         """An intrinsic that waits until at most ``n`` committed groups are in flight."""

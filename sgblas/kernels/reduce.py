@@ -22,12 +22,6 @@ kernel is bound by memory bandwidth. The group that holds row m (when m is not a
 written with 16-byte accesses when the caller says it may (``c_vec``: C 16-byte aligned and
 ldc a multiple of 4, known per shape class), else element by element.
 
-The handle's workspace starts with :data:`TICKETS` 32-bit words, zero between calls, and the
-partials follow them (at byte :data:`TICKET_BYTES`; the handle allocates those bytes on top of
-the workspace size it is given, which is all for partials): a skinny kernel that splits K adds its
-partials itself, in the same order, in the last CTA of each output tile to finish, which the
-tile's word counts (:mod:`sgblas.kernels.skinny`); this kernel is the slice kernels'.
-
 The argument list is :data:`sgblas.kernels.abi.REDUCE`. Group indices are 32-bit: the
 registry refuses a split whose partial (``ldw * n`` elements) has 2**33 elements or more.
 The Numba code lives in :mod:`sgblas.kernels.reduce_jit`; this module imports without Numba.
@@ -35,18 +29,10 @@ The Numba code lives in :mod:`sgblas.kernels.reduce_jit`; this module imports wi
 
 from __future__ import annotations
 
-__all__ = ["NAME", "THREADS", "BLOCK", "LAUNCH_BOUNDS", "MAX_GROUPS", "GROUP", "TICKETS", "TICKET_BYTES",
-           "padded_rows", "grid", "order"]
+__all__ = ["NAME", "THREADS", "BLOCK", "LAUNCH_BOUNDS", "MAX_GROUPS", "GROUP", "padded_rows", "grid", "order"]
 
 #: Partials summed in one chain before the chains' sums are added (see the module doc).
 GROUP: int = 8
-
-#: 32-bit counters at the start of the workspace, one per output tile of a kernel that adds its
-#: own partials (the skinny kernels): the heuristic does not split K for more tiles than this.
-#: They are zeroed when the workspace is set and every such call leaves them at zero.
-TICKETS: int = 4096
-#: Where the partials start in the workspace, in bytes (a multiple of 256, as cuMemAlloc's).
-TICKET_BYTES: int = 4 * TICKETS
 
 #: Threads per CTA (one dimension).
 THREADS: int = 256

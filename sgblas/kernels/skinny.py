@@ -36,14 +36,12 @@ quarter of m = 16's arithmetic. The axpy loop's outputs leave through the ring, 
 warp's stores cover whole runs of C (``_axpy_body``).
 
 K split: ``blockIdx.y`` is a split index s; the CTA covers k in
-``[s * k_chunk, min(k, (s + 1) * k_chunk))``. One split (``gridDim.y == 1``) writes
-``alpha * product + beta * C`` into C itself. Several write ``alpha`` times their partial into
-the handle's workspace ``W`` (the m x n column-major matrix at ``W + TICKETS + s * ldw * n``).
-With ``add`` nonzero the last CTA of each output tile to finish, which the tile's counter in W
-says, adds the tile's partials in the fixed order of :func:`sgblas.kernels.reduce.order` and
-applies beta (``_add_partials``): one launch, bits that do not depend on which CTA finishes
-last; with ``add`` zero the reduction kernel does that after the launch. The ABI is
-:data:`sgblas.kernels.abi.SKINNY`. ``k_chunk`` must be a multiple of 4 (16-byte alignment
+``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha * partial + beta * C`` into
+the m x n column-major matrix at ``C + s * ldc * n``. One split (``gridDim.y == 1``) writes
+the result itself; several write partials into the handle's workspace (the plan passes the
+workspace as C, ``ldc = ldw`` and ``beta = 0``, so nothing is read there) and the fixed-order
+reduction (:mod:`sgblas.kernels.reduce`) adds them and applies beta. The ABI is
+:data:`sgblas.kernels.abi.GEMM_SPLIT`. ``k_chunk`` must be a multiple of 4 (16-byte alignment
 of the dot loads; the plan rounds it to a multiple of ``KC``).
 
 Alignment: only L is read with 16-byte accesses: its address must be 16-byte aligned and its
@@ -61,7 +59,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sgblas.kernels import reduce
 from sgblas.kernels.problem import GemmProblem
 from sgblas.runtime.device import SIMULATOR
 
@@ -232,10 +229,10 @@ def _roles(cfg: SkinnyConfig) -> dict:
     if cfg.small == "m":
         # P = m (rows i), Q = n (columns j); L = op(B), S = op(A).
         s_p, s_k = ("1", "lda") if cfg.transa == "N" else ("lda", "1")
-        return dict(L="B", ldl="ldb", S="A", P="m", Q="n", s_p=s_p, s_k=s_k, c_p="1", c_q="ldo")
+        return dict(L="B", ldl="ldb", S="A", P="m", Q="n", s_p=s_p, s_k=s_k, c_p="1", c_q="ldc")
     # P = n (columns j), Q = m (rows i); L = op(A), S = op(B) with S(j, kk) = op(B)(kk, j).
     s_p, s_k = ("ldb", "1") if cfg.transb == "N" else ("1", "ldb")
-    return dict(L="A", ldl="lda", S="B", P="n", Q="m", s_p=s_p, s_k=s_k, c_p="ldo", c_q="1")
+    return dict(L="A", ldl="lda", S="B", P="n", Q="m", s_p=s_p, s_k=s_k, c_p="ldc", c_q="1")
 
 
 def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
@@ -246,7 +243,7 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
     al = "" if SIMULATOR else ", alignment=16"
     KC = cfg.KC
     SBUF = MP * KC  # floats per stage of S
-    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk, W, ldw, add):")
+    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk):")
     w(f"    Ss = cuda.shared.array({cfg.S_STAGES * SBUF}, float32{al})")
     if SIMULATOR:
         # Rows of S past P are never copied (their products are never stored); the simulator's
@@ -266,136 +263,16 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
     w(f"    ldl = int64({r['ldl']})")
     w(f"    s_p = int64({r['s_p']})")
     w(f"    s_k = int64({r['s_k']})")
+    w(f"    c_p = int64({r['c_p']})")
+    w(f"    c_q = int64({r['c_q']})")
+    w("    c_s = int64(cuda.blockIdx.y) * int64(ldc) * int64(n)  # this split's output matrix")
     w(f"    npieces = (ke - kb + {KC - 1}) // {KC} if ke > kb else int64(0)")
+    w("    for_beta = beta != float32(0)")
     if cfg.mode == "dot":
         _dot_body(cfg, r, w, SBUF)
     else:
         _axpy_body(cfg, r, w, SBUF)
-    _add_partials(cfg, r, w)
     return L
-
-
-def _output(w, r: dict) -> None:
-    """Where the epilogue stores: C (with beta) when K is not split, else this split's partial
-    in the workspace. Written after the K loop, so nothing of it is held across the loop."""
-    w("    split = cuda.gridDim.y > 1")
-    w("    O = W if split else C")
-    w("    ldo = int64(ldw) if split else int64(ldc)")
-    w(f"    c_p = {'int64(1)' if r['c_p'] == '1' else 'ldo'}")
-    w(f"    c_q = {'int64(1)' if r['c_q'] == '1' else 'ldo'}")
-    w(f"    c_s = int64({reduce.TICKETS}) + int64(cuda.blockIdx.y) * ldo * int64(n) if split else int64(0)")
-    w("    for_beta = beta != float32(0) and not split")
-
-
-def _add_partials(cfg: SkinnyConfig, r: dict, w) -> None:
-    """With K split and ``add`` nonzero, the last CTA of an output tile to store its partial
-    adds the tile's partials and applies beta, so one launch does what the reduction kernel
-    does after it otherwise (docs/tuning.md, rung 41). The plan asks for it only where a tile's
-    partials are a few vectors a thread (:func:`sgblas.dispatch.heuristic.adds_in_kernel`):
-    the tile's last CTA alone reads them, where the reduction kernel spreads them over the GPU.
-
-    Each CTA stores its partial, and thread 0 fences (the partial's stores, which the barrier
-    made visible to it, before its ticket: the fence is cumulative) and takes the tile's ticket
-    (``atomicInc`` with bound splits - 1: the counter is 0 again after the tile's last CTA). The
-    CTA that draws splits - 1 fences again (the partials, read after its ticket, are the
-    others' complete ones) and adds them as the reduction kernel does
-    (:mod:`sgblas.kernels.reduce_jit`): a thread a group of 4 rows of a column, 16-byte loads of
-    the partials (``ldw`` is a multiple of 4 and a tile's first row too), four partials' loads in
-    flight before their adds, in the order of :func:`sgblas.kernels.reduce.order`; the group
-    holding row m element by element, so nothing past row m is read. C is written element by
-    element (its alignment is the caller's). The result does not depend on which CTA is last,
-    nor on when. Every split's CTA takes its ticket, one with an empty K range too (its partial
-    is zeros)."""
-    G = reduce.GROUP
-    T = reduce.TICKETS
-    w("    # ---- K split: the last CTA of this tile adds the tile's partials and applies beta")
-    w("    if split and add != 0:")
-    w("        zns = uint32(cuda.gridDim.y)")
-    w("        zlast = 0")
-    w("        cuda.syncthreads()  # every partial value of this CTA is stored")
-    w("        if tid == uint32(0):")
-    w("            cuda.threadfence()")
-    w("            if ticket(W, int64(cuda.blockIdx.x), zns - uint32(1)) == zns - uint32(1):")
-    w("                zlast = 1")
-    w("                cuda.threadfence()")
-    w("        if cuda.syncthreads_or(zlast) != 0:")
-    w(f"            zt0 = int64(cuda.blockIdx.x) * {cfg.QC}")
-    if cfg.small == "m":  # P rows by the CTA's columns of Q
-        w("            zr0 = int64(0)")
-        w("            znr = P")
-        w("            zc0 = zt0")
-        w(f"            znc = min(Q - zt0, int64({cfg.QC}))")
-        w("            zm = P")
-    else:  # the CTA's rows of Q by P columns
-        w("            zr0 = zt0")
-        w(f"            znr = min(Q - zt0, int64({cfg.QC}))")
-        w("            zc0 = int64(0)")
-        w("            znc = P")
-        w("            zm = Q")
-    w("            zgm = (znr + 3) // 4  # groups of 4 rows a column")
-    w("            zss = int64(ldw) * int64(n)  # from one partial to the next")
-    w("            znsp = int64(zns)")
-    w("            zldc = int64(ldc)")
-    w("            zb = beta != float32(0)")
-    w("            zg = int64(tid)")
-    w("            while zg < zgm * znc:")
-    w("                zjj = zg // zgm")
-    w("                zi = zr0 + (zg - zjj * zgm) * 4")
-    w("                zj = zc0 + zjj")
-    w(f"                zw = int64({T}) + zj * int64(ldw) + zi")
-    w("                zc = zj * zldc + zi")
-    w("                if zi + 4 <= zm:")
-    w("                    x0 = x1 = x2 = x3 = float32(0)")
-    w("                    zs = int64(0)")
-    w("                    while zs < znsp:")
-    w(f"                        ze = min(zs + {G}, znsp)")
-    w("                        y0, y1, y2, y3 = ldg4(W, zw + zs * zss)")
-    w("                        zt = zs + 1")
-    w("                        while zt + 4 <= ze:")
-    w("                            p0, p1, p2, p3 = ldg4(W, zw + zt * zss)")
-    w("                            q0, q1, q2, q3 = ldg4(W, zw + (zt + 1) * zss)")
-    w("                            u0, u1, u2, u3 = ldg4(W, zw + (zt + 2) * zss)")
-    w("                            v0, v1, v2, v3 = ldg4(W, zw + (zt + 3) * zss)")
-    for v in "pquv":
-        for e in range(4):
-            w(f"                            y{e} += {v}{e}")
-    w("                            zt += 4")
-    w("                        while zt < ze:")
-    w("                            p0, p1, p2, p3 = ldg4(W, zw + zt * zss)")
-    for e in range(4):
-        w(f"                            y{e} += p{e}")
-    w("                            zt += 1")
-    w("                        if zs == 0:  # the first chain's sum as it is (0 + y could turn -0 into +0)")
-    w("                            x0, x1, x2, x3 = y0, y1, y2, y3")
-    w("                        else:")
-    for e in range(4):
-        w(f"                            x{e} += y{e}")
-    w("                        zs = ze")
-    w("                    if zb:")
-    for e in range(4):
-        w(f"                        C[zc + {e}] = x{e} + beta * ldg1(C, zc + {e})")
-    w("                    else:")
-    for e in range(4):
-        w(f"                        C[zc + {e}] = x{e}")
-    w("                else:  # the group holding row m: element by element, nothing past row m read")
-    w("                    for el in range(4):")
-    w("                        if zi + el < zm:")
-    w("                            zx = float32(0)")
-    w("                            zs = int64(0)")
-    w("                            while zs < znsp:")
-    w(f"                                ze = min(zs + {G}, znsp)")
-    w("                                zy = ldg1(W, zw + el + zs * zss)")
-    w("                                zt = zs + 1")
-    w("                                while zt < ze:")
-    w("                                    zy += ldg1(W, zw + el + zt * zss)")
-    w("                                    zt += 1")
-    w("                                if zs == 0:")
-    w("                                    zx = zy")
-    w("                                else:")
-    w("                                    zx += zy")
-    w("                                zs = ze")
-    w("                            C[zc + el] = zx + beta * ldg1(C, zc + el) if zb else zx")
-    w(f"                zg += {cfg.THREADS}")
 
 
 def _swizzled(r: dict) -> bool:
@@ -570,7 +447,6 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w("    warp = tid >> uint32(5)")
     w("    lane = tid & uint32(31)")
     _dot_position(w, cfg, "    ")
-    _output(w, r)
     w("    gb = int64(warp * uint32(32) + slot * uint32(8))")
     for rnd in range(MP // 8):
         p = "    "
@@ -591,7 +467,7 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         for c in range(NC):
             w(f"{p}    if qn > uint32({c * (32 // LK)}):")
             w(f"{p}        off = c_s + i * c_p + (qb + {c * (32 // LK)}) * c_q")
-            w(f"{p}        O[off] = alpha * t{c} + beta * O[off] if for_beta else alpha * t{c}")
+            w(f"{p}        C[off] = alpha * t{c} + beta * C[off] if for_beta else alpha * t{c}")
 
 
 def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
@@ -677,10 +553,9 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         w(f"{ind}if qq < Q:")
         w(f"{ind}    off = c_s + {row} + qq" + (" * c_q" if r["c_p"] == "1" else ""))
         w(f"{ind}    v = alpha * Lring[{src}]")
-        w(f"{ind}    O[off] = v + beta * O[off] if for_beta else v")
+        w(f"{ind}    C[off] = v + beta * C[off] if for_beta else v")
 
     w("    cuda.syncthreads()  # every thread is done with the ring")
-    _output(w, r)
     w(f"    q0 = int64(cuda.blockIdx.x) * {QC}")
     if r["c_p"] == "1":  # m small: column ql of the CTA's block at ql * MP, rows contiguous
         for e in range(VQ):

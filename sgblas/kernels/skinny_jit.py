@@ -22,7 +22,6 @@ def _namespace(cfg: SkinnyConfig) -> dict:
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
         "lds4": memory.lds4, "sts4": memory.sts4, "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
-        "ticket": memory.ticket, "ldg4": memory.ldg4, "ldg1": memory.ldg1,
     }
     if not SIMULATOR:  # the simulator's kernels read cuda.threadIdx.x instead (the generator's choice)
         ns["tid_x_again"] = memory.tid_x_again

@@ -5,13 +5,10 @@
   enqueues two kernels on the handle's stream: the slice kernel over a grid of output tiles x
   ``splits``, each CTA writing ``alpha`` times its K slice's product into the handle's
   workspace, then :data:`REDUCE_KERNEL`, which adds the ``splits`` partials in the order
-  the fixed order of :func:`sgblas.kernels.reduce.order` and applies ``beta * C``. The workspace holds
-  ``splits`` m x n partials with leading dimension ``ldw`` = m rounded up to 4
-  (:func:`workspace_bytes`), after the handle's counters.
+  the fixed order of :func:`sgblas.kernels.reduce.order` and applies ``beta * C``. The workspace holds ``splits`` m x n partials with
+  leading dimension ``ldw`` = m rounded up to 4 (:func:`workspace_bytes`).
 * **Skinny** (role ``"skinny"``): :mod:`sgblas.kernels.skinny`, one per transpose pair and
-  small side, ABI :data:`~sgblas.kernels.abi.SKINNY`. One launch, split or not: with K split,
-  the partials go to the same workspace and the last CTA of each output tile adds them in the
-  reduction's fixed order, counted by the tile's ticket at the workspace's start.
+  small side. One launch when it does not split K; otherwise the same workspace and reduction.
 * **Reduction** (role ``"reduce"``): :mod:`sgblas.kernels.reduce`; in :data:`REGISTRY`, never
   chosen for a problem by itself.
 
@@ -94,8 +91,7 @@ def partial_bytes(m: int, n: int) -> int:
 
 
 def workspace_bytes(m: int, n: int, splits: int) -> int:
-    """Bytes of workspace ``splits`` partials need (0 for one: it writes C itself). The
-    handle's counters come on top of its workspace size (:data:`~sgblas.kernels.reduce.TICKET_BYTES`)."""
+    """Bytes of workspace ``splits`` partials need (0 for one: it writes C itself)."""
     return 0 if splits <= 1 else splits * partial_bytes(m, n)
 
 
@@ -167,7 +163,7 @@ def _skinny_spec(base: type, cfg: SkinnyConfig):
         return skinny.guard(cfg, p) or _partial_guard(p)
 
     return _spec_class(base)(
-        name=name, role="skinny", abi=abi.SKINNY, pair=cfg.pair, align=16, tile=cfg.tile,
+        name=name, role="skinny", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=16, tile=cfg.tile,
         stages=cfg.STAGES, block=(cfg.THREADS, 1, 1), launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: skinny.grid_for(cfg, m, n, 1), builder=builder, guard=guard,
         blocks_per_sm=cfg.min_blocks, config=cfg)

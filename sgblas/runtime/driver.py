@@ -113,7 +113,6 @@ def _bind(lib) -> None:
         "cuKernelGetFunction": [_PP, _P],
         "cuMemAlloc_v2": [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t],
         "cuMemFree_v2": [ctypes.c_uint64],
-        "cuMemsetD32Async": [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, _P],
         "cuLaunchKernel": [_P] + [ctypes.c_uint] * 7 + [_P] * 3,
         "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
         # The driver's JIT linker, used only by perf/linkers.py to compare linkers.
@@ -382,12 +381,6 @@ def mem_alloc(nbytes: int) -> int:
 def mem_free(ptr: int) -> None:
     """``cuMemFree`` (it waits for the device's work to finish, as ``cudaFree`` does)."""
     _check("cuMemFree", _lib().cuMemFree_v2(ptr))
-
-
-def memset_d32_async(ptr: int, value: int, count: int, stream: int) -> None:
-    """``cuMemsetD32Async``: ``count`` 32-bit words at ``ptr`` set to ``value``, enqueued on the
-    raw stream ``stream`` (no wait on the host)."""
-    _check("cuMemsetD32Async", _lib().cuMemsetD32Async(ptr, value, count, stream or None))
 
 
 class ParamLayout:

@@ -248,39 +248,6 @@ def test_the_axpy_loop_splits_to_fill_two_ctas_a_sm(shape, pair, splits):
     assert dot.spec.config.mode == "dot" and dot.split.splits == 2
 
 
-@pytest.mark.parametrize("shape, pair, adds", [
-    ((16, 16384, 4096), "NN", True),    # dot, 2 splits: 16 x 64 tiles, 4 loads a thread
-    ((16384, 16, 4096), "TT", True),
-    ((3, 8192, 8192), "NN", True),      # 4 splits of 4 x 64 groups: 2 loads a thread
-    ((8192, 3, 8192), "TN", True),
-    ((16, 16384, 4096), "NT", False),   # axpy, 8 splits of 16 x 512 tiles: 64 loads a thread
-    ((8192, 3, 8192), "NN", False),     # axpy, 16 splits of 512 x 4 (3 padded): 32 loads a thread
-])
-def test_a_skinny_split_adds_its_partials_itself_where_they_are_few(shape, pair, adds):
-    c = chosen(*shape, pair)
-    assert c.spec.role == "skinny" and c.split.splits > 1
-    assert heuristic.adds_in_kernel(c.spec, shape[0], shape[1], c.split.splits) is adds
-    assert ("(one launch)" in c.note) is adds and ("reduce_splitk" in c.note) is not adds, c.note
-    # As many splits as the rule allows still add in the kernel; one more do not.
-    spec, cfg = c.spec, c.spec.config
-    rows, cols = (shape[0], cfg.QC) if cfg.small == "m" else (cfg.QC, shape[1])
-    most = heuristic.FUSED_LOADS * cfg.THREADS // (-(-rows // 4) * cols)
-    assert (most >= c.split.splits) is adds
-    if most >= 2:
-        assert heuristic.adds_in_kernel(spec, shape[0], shape[1], most)
-    assert not heuristic.adds_in_kernel(spec, shape[0], shape[1], max(2, most + 1))
-    assert not heuristic.adds_in_kernel(spec, shape[0], shape[1], 1)  # one split writes C
-
-
-def test_a_skinny_split_of_more_tiles_than_counters_leaves_its_partials_to_the_reduction():
-    from sgblas.kernels import reduce
-
-    dot = next(s for s in GEMM_KERNELS if s.name == "sgemm_skinny_dot_nn_16x64x128_4s_a16")
-    n = dot.config.QC * reduce.TICKETS
-    assert heuristic.adds_in_kernel(dot, 1, n, 2)
-    assert not heuristic.adds_in_kernel(dot, 1, n + 1, 2)
-
-
 def test_skinny_without_workspace_runs_in_one_launch():
     c = chosen(3, 8192, 8192, workspace=0)
     assert c.spec.role == "skinny" and c.split.splits == 1 and c.split.k_chunk >= 8192
