@@ -109,13 +109,14 @@ def _nowhere_to_store(ccs: list[tuple[int, int]], rebuild: bool) -> str | None:
     of the cache can store it, else None; checked before anything compiles."""
     from sgblas.kernels.spec import REGISTRY
     from sgblas.runtime import cache as kernel_cache
+    from sgblas.runtime.build import runnable
 
     try:
         kernel_cache.writable_location()
         return None
     except kernel_cache.CacheNotWritableError as exc:
         problems = exc.problems
-    missing = [(spec.name, cc) for cc in ccs for spec in REGISTRY
+    missing = [(spec.name, cc) for cc in ccs for spec in runnable(REGISTRY, cc)
                if rebuild or kernel_cache.read(spec.name, cc) is None]
     if not missing:
         return None

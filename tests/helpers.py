@@ -237,6 +237,24 @@ def _files(out_dir: str, name: str, cc: tuple[int, int], log: str = "stderr.txt"
     return Path(f"{base}.ptx"), Path(f"{base}.err"), Path(out_dir) / log
 
 
+def assert_waits_for_the_grid_first(ptx_text: str, cc: tuple[int, int], label: str) -> None:
+    """A kernel built for sm_90 or later begins with one ``griddepcontrol.wait``, before any
+    global access (the plan may launch it while the kernel ahead of it is still running:
+    sgblas.runtime.device.GRID_WAIT_MIN_CC); one built for an older target has none (the
+    instruction does not exist there)."""
+    import re
+
+    from sgblas.runtime.device import GRID_WAIT_MIN_CC
+
+    if tuple(cc) < GRID_WAIT_MIN_CC:
+        assert "griddepcontrol" not in ptx_text, f"{label}: griddepcontrol below sm_90"
+        return
+    assert ptx_text.count("griddepcontrol.wait;") == 1, f"{label}: not one griddepcontrol.wait"
+    first = re.search(r"\b(ld|st)\.global|\bcp\.async\.c[ag]\b|\batom\.", ptx_text)
+    assert first is not None and ptx_text.index("griddepcontrol.wait;") < first.start(), \
+        f"{label}: global memory is accessed before griddepcontrol.wait"
+
+
 def ptx(name: str, cc: tuple[int, int], timeout: float = 1800) -> str:
     """The PTX of variant ``name`` for ``cc``: from the background compile when the session
     started one for it, else compiled now in a child process (a test run on its own)."""

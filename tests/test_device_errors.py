@@ -42,10 +42,10 @@ def _raiser(exc, role="gemm"):
     """A launch that raises ``exc`` for kernels of ``role`` and launches the others."""
     real = plan_module.launch
 
-    def launch(kernel, grid, stream, args):
+    def launch(kernel, grid, stream, args, after=False):
         if registry.by_name(kernel.name).role == role:
             raise exc
-        return real(kernel, grid, stream, args)
+        return real(kernel, grid, stream, args, after)
     return launch
 
 
@@ -53,11 +53,11 @@ def _launching_with(monkeypatch, role, grid=None, block=None):
     """Launch kernels of ``role`` with another grid or block (what the driver must refuse)."""
     real = plan_module.launch
 
-    def launch(kernel, g, stream, args):
+    def launch(kernel, g, stream, args, after=False):
         if registry.by_name(kernel.name).role == role:
             kernel = kernel._replace(block=block or kernel.block)
             g = grid or g
-        return real(kernel, g, stream, args)
+        return real(kernel, g, stream, args, after)
     monkeypatch.setattr(plan_module, "launch", launch)
 
 

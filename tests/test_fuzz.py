@@ -583,7 +583,7 @@ class Recorder:
     def __init__(self):
         self.calls: list[tuple[str, tuple]] = []
 
-    def launch(self, kernel, grid, stream, args):
+    def launch(self, kernel, grid, stream, args, after=False):
         self.calls.append((by_name(kernel.name).role, (kernel, grid) + tuple(args)))
 
     @contextlib.contextmanager

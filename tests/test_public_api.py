@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers import PTX_NEEDS
+from helpers import assert_waits_for_the_grid_first
 from helpers import ptx as ptx_of
 import sgblas
 
@@ -127,6 +128,13 @@ def sm90_ptx() -> dict[str, tuple[str, str]]:
 def test_every_generator_is_represented(sm90_ptx):
     roles = {role for role, _ in sm90_ptx.values()}
     assert {"gemm", "scale"} <= roles, json.dumps(sorted(sm90_ptx))
+
+
+@pytest.mark.ptx
+def test_every_generator_waits_for_the_grid_ahead_first_on_sm90(sm90_ptx):
+    """What lets the plan launch every kernel with programmatic stream serialization on sm_90."""
+    for name, (_, ptx) in sm90_ptx.items():
+        assert_waits_for_the_grid_first(ptx, (9, 0), name)
 
 
 @pytest.mark.ptx

@@ -131,7 +131,7 @@ class _Recorder:
         self.lock = threading.Lock()
         self.streams: list = []
 
-    def launch(self, kernel, grid, stream, args):
+    def launch(self, kernel, grid, stream, args, after=False):
         with self.lock:
             self.streams.append(stream)
 

@@ -81,7 +81,10 @@ class Plan(NamedTuple):
 
     When K is split (``splits > 1``), ``kernel`` writes the partials into the workspace
     (``ldw`` rows per column) and ``reduce`` over ``reduce_grid`` adds them into C;
-    ``c_vec`` says whether the reduction may access C with 16-byte vectors.
+    ``c_vec`` says whether the reduction may access C with 16-byte vectors. ``after``: every
+    launch of the plan goes with programmatic stream serialization, so that its CTAs are placed
+    as the kernel ahead of it in the stream finishes (the device's kernels wait for that grid
+    themselves: :data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`).
     """
 
     role: str
@@ -94,6 +97,7 @@ class Plan(NamedTuple):
     reduce: LoadedKernel | None = None
     reduce_grid: tuple[int, int, int] = (1, 1, 1)
     c_vec: int = 0
+    after: bool = False
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
@@ -162,7 +166,8 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
             plan = make_plan(handle, choice.spec, choice.split, m, n, k, c_ptr, ldc)
         else:
             spec = registry.SCALE_KERNEL
-            plan = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k))
+            plan = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k),
+                        after=handle.properties.programmatic_launch)
         if len(plans) >= PLAN_CACHE_SIZE:
             plans.clear()
         plans[key] = plan
@@ -178,15 +183,16 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
               c_ptr: int, ldc: int) -> Plan:
     """The plan that runs ``spec`` with ``split`` (None: one launch of a GEMM variant)."""
     kernel = handle._kernels[spec.name]
+    after = handle.properties.programmatic_launch
     if split is None:
-        return Plan(spec.role, spec, kernel, spec.grid(m, n, k))
+        return Plan(spec.role, spec, kernel, spec.grid(m, n, k), after=after)
     grid = _split_grid(spec, m, n, split.splits)
     if split.splits == 1:
-        return Plan(spec.role, spec, kernel, grid, 1, split.k_chunk)
+        return Plan(spec.role, spec, kernel, grid, 1, split.k_chunk, after=after)
     red = registry.by_name(_reduce.NAME)
     c_vec = int(c_ptr % 16 == 0 and ldc % 4 == 0)
     return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, _reduce.padded_rows(m),
-                handle._kernels[red.name], red.grid(m, n, k), c_vec)
+                handle._kernels[red.name], red.grid(m, n, k), c_vec, after)
 
 
 def _split_grid(spec: KernelSpec, m: int, n: int, splits: int) -> tuple[int, int, int]:
@@ -210,25 +216,25 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
     if raw_stream <= 2 and handle._context and _device.current_context_handle() != handle._context:
         _device.push_context(handle._context)
         pushed = True
-    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec = plan
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after = plan
     try:
         if role == "gemm":
             launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          beta, c_ptr, c_extent, ldc))
+                                          beta, c_ptr, c_extent, ldc), after)
         elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
-            launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc))
+            launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
         elif splits == 1:  # a skinny kernel writing C itself
             launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          beta, c_ptr, c_extent, ldc, k_chunk))
+                                          beta, c_ptr, c_extent, ldc, k_chunk), after)
         else:
             # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
             # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
             ws_ptr = handle.workspace_ptr
             ws_extent = splits * ldw * n
             launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          0.0, ws_ptr, ws_extent, ldw, k_chunk))
+                                          0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
             launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
-                                                 c_ptr, c_extent, ldc, c_vec))
+                                                 c_ptr, c_extent, ldc, c_vec), after)
     finally:
         if pushed:
             _device.pop_context()

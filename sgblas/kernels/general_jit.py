@@ -12,6 +12,7 @@ from __future__ import annotations
 from numba import cuda, float32, uint32, uint64
 
 from sgblas.runtime.device import SIMULATOR
+from sgblas.kernels.memory import grid_dependency_wait
 from sgblas.kernels.general import (
     ACC_SIZE,
     AS_LD,
@@ -206,11 +207,15 @@ def _epilogue(C, uldc, um, un, m0, n0, tid, tm, tn, alpha, beta, acc, Cs):
                     C[idx] = v
 
 
-def build(a_trans: bool, b_trans: bool):
-    """Return the Python kernel function for one transpose pair (compile-time constants)."""
+def build(a_trans: bool, b_trans: bool, after_grid: bool = False):
+    """Return the Python kernel function for one transpose pair (compile-time constants);
+    ``after_grid``: the sm_90+ build, whose first act is ``griddepcontrol.wait``
+    (:data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`; a closure constant, pruned when False)."""
 
     def sgemm_general(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
         """C = alpha * op(A) @ op(B) + beta * C on column-major flat arrays; see module."""
+        if after_grid:
+            grid_dependency_wait()
         As = cuda.shared.array(AS_SIZE, float32, alignment=_SMEM_ALIGN)
         Bs = cuda.shared.array(BS_SIZE, float32, alignment=_SMEM_ALIGN)
         acc = cuda.local.array(ACC_SIZE, float32)

@@ -39,10 +39,10 @@ from sgblas.runtime.device import SIMULATOR
 __all__ = [
     "ldg4", "lds4", "sts4", "stg4", "ldg2", "stg2", "ldg1", "sts1", "stg1",
     "cp_async16", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait_all",
-    "cp_async_wait_group",
+    "cp_async_wait_group", "grid_dependency_wait",
     "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg2_py", "stg2_py", "ldg1_py", "sts1_py",
     "stg1_py", "cp_async16_py", "cp_async8_py", "cp_async4_py", "cp_async_commit_py",
-    "cp_async_wait_all_py", "cp_async_wait_group_py",
+    "cp_async_wait_all_py", "cp_async_wait_group_py", "grid_dependency_wait_py",
 ]
 
 
@@ -138,6 +138,10 @@ def cp_async_wait_group_py(n: int):
     return wait
 
 
+def grid_dependency_wait_py():
+    """The simulator runs one launch after another, so no earlier grid is still running."""
+
+
 # --- intrinsics (real targets) ---------------------------------------------------------------
 
 if SIMULATOR:
@@ -147,6 +151,7 @@ if SIMULATOR:
     cp_async16, cp_async8, cp_async4 = cp_async16_py, cp_async8_py, cp_async4_py
     cp_async_commit, cp_async_wait_all = cp_async_commit_py, cp_async_wait_all_py
     cp_async_wait_group = cp_async_wait_group_py
+    grid_dependency_wait = grid_dependency_wait_py
 else:
     from llvmlite import ir
     from numba import types
@@ -306,6 +311,15 @@ else:
     @intrinsic
     def cp_async_wait_all(typingctx):
         return types.void(), _asm_void("cp.async.wait_all;")
+
+    @intrinsic
+    def grid_dependency_wait(typingctx):
+        """``griddepcontrol.wait`` (sm_90+, PTX 7.8): wait until the grids this one depends on
+        have completed and their memory is visible. A kernel launched with programmatic stream
+        serialization may start before the kernel ahead of it in the stream has finished; it
+        must pass this before it reads what that kernel wrote. In a kernel launched without it,
+        the wait returns at once. Only a kernel built for sm_90 or later may call it."""
+        return types.void(), _asm_void("griddepcontrol.wait;")
 
     @intrinsic
     def tid_x_again(typingctx):

@@ -238,8 +238,9 @@ class _Operand(NamedTuple):
     ld: str       # "lda64" / "ldb64"
 
 
-def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code generator
-    """The kernel's source text, one line per element of the list."""
+def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[str]:  # noqa: C901 - a code generator
+    """The kernel's source text, one line per element of the list; ``after_grid``: it begins
+    with ``griddepcontrol.wait`` (the sm_90+ build, :data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`)."""
     cfg.check()
     BM, BN, BK, SA, SB = cfg.BM, cfg.BN, cfg.BK, cfg.SA, cfg.SB
     T, V = cfg.THREADS, cfg.VEC
@@ -255,6 +256,8 @@ def _src_lines(cfg: TileConfig, fname: str) -> list[str]:  # noqa: C901 - a code
     L: list[str] = []
     w = L.append
     w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc{', k_chunk' if split else ''}):")
+    if after_grid:
+        w("    grid_dependency_wait()  # before any access to memory the kernel ahead may write")
     al = "" if SIMULATOR else ", alignment=16"
     w(f"    As = cuda.shared.array({2 * STAGE['a']}, float32{al})")
     w(f"    Bs = cuda.shared.array({2 * STAGE['b']}, float32{al})")
@@ -605,9 +608,10 @@ def _epilogue(cfg: TileConfig, w) -> None:
                     w(f"{q}        stg1(C, off + i, v + beta * ldg1(C, off + i) if for_beta else v)")
 
 
-def generate_source(cfg: TileConfig, fname: str) -> str:
-    """The Python source of the kernel function ``fname`` for ``cfg``."""
-    return "\n".join(_src_lines(cfg, fname)) + "\n"
+def generate_source(cfg: TileConfig, fname: str, after_grid: bool = False) -> str:
+    """The Python source of the kernel function ``fname`` for ``cfg`` (``after_grid``: see
+    :func:`_src_lines`)."""
+    return "\n".join(_src_lines(cfg, fname, after_grid)) + "\n"
 
 
 def _namespace() -> dict:
@@ -625,12 +629,13 @@ def _namespace() -> dict:
         "cp_async16": memory.cp_async16, "cp_async8": memory.cp_async8,
         "cp_async4": memory.cp_async4,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
+        "grid_dependency_wait": memory.grid_dependency_wait,
     }
 
 
-def build_pyfunc(cfg: TileConfig, fname: str):
+def build_pyfunc(cfg: TileConfig, fname: str, after_grid: bool = False):
     """The plain Python kernel function (not yet ``cuda.jit``-wrapped)."""
-    src = generate_source(cfg, fname)
+    src = generate_source(cfg, fname, after_grid)
     if SIMULATOR:
         # Tracebacks under the simulator point into the generated text.
         filename = f"<generated {fname}>"

@@ -235,7 +235,7 @@ def _roles(cfg: SkinnyConfig) -> dict:
     return dict(L="A", ldl="lda", S="B", P="n", Q="m", s_p=s_p, s_k=s_k, c_p="ldc", c_q="1")
 
 
-def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
+def _src_lines(cfg: SkinnyConfig, fname: str, after_grid: bool = False) -> list[str]:
     cfg.check()
     r = _roles(cfg)
     L: list[str] = []
@@ -244,6 +244,8 @@ def _src_lines(cfg: SkinnyConfig, fname: str) -> list[str]:
     KC = cfg.KC
     SBUF = MP * KC  # floats per stage of S
     w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk):")
+    if after_grid:  # the sm_90+ build (sgblas.runtime.device.GRID_WAIT_MIN_CC)
+        w("    grid_dependency_wait()  # before any access to memory the kernel ahead may write")
     w(f"    Ss = cuda.shared.array({cfg.S_STAGES * SBUF}, float32{al})")
     if SIMULATOR:
         # Rows of S past P are never copied (their products are never stored); the simulator's
@@ -646,6 +648,7 @@ def _ring_loop(w, cfg: SkinnyConfig, stage, copy_l, multiply, *, fast_if: str) -
     w("        cp_async_wait_all()  # only empty groups are left; nothing lands after the kernel")
 
 
-def generate_source(cfg: SkinnyConfig, fname: str) -> str:
-    """The Python source of the kernel function ``fname`` for ``cfg``."""
-    return "\n".join(_src_lines(cfg, fname)) + "\n"
+def generate_source(cfg: SkinnyConfig, fname: str, after_grid: bool = False) -> str:
+    """The Python source of the kernel function ``fname`` for ``cfg``; ``after_grid``: it begins
+    with ``griddepcontrol.wait``."""
+    return "\n".join(_src_lines(cfg, fname, after_grid)) + "\n"

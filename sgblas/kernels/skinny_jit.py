@@ -22,6 +22,7 @@ def _namespace(cfg: SkinnyConfig) -> dict:
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
         "lds4": memory.lds4, "sts4": memory.sts4, "cp_async4": memory.cp_async4, "cp_async16": memory.cp_async16,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
+        "grid_dependency_wait": memory.grid_dependency_wait,
     }
     if not SIMULATOR:  # the simulator's kernels read cuda.threadIdx.x instead (the generator's choice)
         ns["tid_x_again"] = memory.tid_x_again
@@ -31,9 +32,10 @@ def _namespace(cfg: SkinnyConfig) -> dict:
     return ns
 
 
-def build_pyfunc(cfg: SkinnyConfig, fname: str):
-    """The plain Python kernel function (not yet ``cuda.jit``-wrapped)."""
-    src = skinny.generate_source(cfg, fname)
+def build_pyfunc(cfg: SkinnyConfig, fname: str, after_grid: bool = False):
+    """The plain Python kernel function (not yet ``cuda.jit``-wrapped); ``after_grid``: the
+    sm_90+ build, which waits for the grid ahead of it first."""
+    src = skinny.generate_source(cfg, fname, after_grid)
     if SIMULATOR:
         filename = f"<generated {fname}>"
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)

@@ -27,6 +27,7 @@ from sgblas.kernels import abi, general, scale, sgemm_simt
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.sgemm_simt import TileConfig
 from sgblas.runtime.abi import Abi
+from sgblas.runtime.device import GRID_WAIT_MIN_CC
 
 __all__ = ["KernelSpec", "REGISTRY", "GEMM_KERNELS", "SCALE_KERNEL", "by_name", "SIMT_MANIFEST"]
 
@@ -57,9 +58,10 @@ class KernelSpec:
     min_cc: tuple[int, int]
     #: ``(m, n, k) -> grid``
     grid: Callable[[int, int, int], tuple[int, int, int]]
-    #: ``() -> the plain Python kernel function`` (compiled by Numba for a cubin, or run by the
-    #: simulator)
-    builder: Callable[[], Callable]
+    #: ``(after_grid) -> the plain Python kernel function`` (compiled by Numba for a cubin, or
+    #: run by the simulator); ``after_grid``: the function begins with ``griddepcontrol.wait``
+    #: (:data:`GRID_WAIT_MIN_CC`)
+    builder: Callable[[bool], Callable]
     #: What the generator needs beyond the common keys: ``problem -> reason | None``.
     guard: Callable[[GemmProblem], str | None] = field(default=lambda p: None)
     workspace: Callable[[int, int, int], int] = field(default=lambda m, n, k: 0)
@@ -94,9 +96,10 @@ class KernelSpec:
                             f"accesses of {what[-1].upper()} would be misaligned")
         return self.guard(p)
 
-    def build(self) -> Callable:
-        """The plain Python kernel function (imports Numba)."""
-        return self.builder()
+    def build(self, cc: tuple[int, int] | None = None) -> Callable:
+        """The plain Python kernel function for ``cc`` (None: the simulator's), waiting for the
+        grid ahead of it first from :data:`GRID_WAIT_MIN_CC` on (imports Numba)."""
+        return self.builder(cc is not None and tuple(cc) >= GRID_WAIT_MIN_CC)
 
 
 def _simt_spec(cfg: TileConfig) -> KernelSpec:
@@ -113,16 +116,16 @@ def _simt_spec(cfg: TileConfig) -> KernelSpec:
         # only, and the register-staged copies were never tried below sm_80.
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n),
-        builder=lambda: sgemm_simt.build_pyfunc(cfg, name),
+        builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid),
         guard=lambda p: sgemm_simt.guard(cfg, p),
         blocks_per_sm=cfg.min_blocks, config=cfg)
 
 
 def _general_spec(pair: tuple[str, str]) -> KernelSpec:
-    def builder() -> Callable:
+    def builder(after_grid: bool) -> Callable:
         from sgblas.kernels import general_jit
 
-        return general_jit.build(pair[0] == "T", pair[1] == "T")
+        return general_jit.build(pair[0] == "T", pair[1] == "T", after_grid)
 
     tag = f"{pair[0]}{pair[1]}".lower()
     return KernelSpec(
@@ -134,10 +137,10 @@ def _general_spec(pair: tuple[str, str]) -> KernelSpec:
         blocks_per_sm=general.MIN_BLOCKS_PER_SM, backstop=True)
 
 
-def _scale_builder() -> Callable:
+def _scale_builder(after_grid: bool) -> Callable:
     from sgblas.kernels import scale_jit
 
-    return scale_jit._scale_c
+    return scale_jit.build(after_grid)
 
 
 #: The SIMT generator's two shipped tiles. 128x128x16: 8 warps of 64 x 32, 2 CTAs per SM, the

@@ -146,7 +146,7 @@ def _split_spec(base: type, cfg: TileConfig):
         tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n, MIN_PARTIALS),
-        builder=lambda: sgemm_simt.build_pyfunc(cfg, name), guard=guard,
+        builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid), guard=guard,
         workspace=lambda m, n, k: workspace_bytes(m, n, MIN_PARTIALS),
         launches=2, blocks_per_sm=cfg.min_blocks, config=cfg)
 
@@ -154,10 +154,10 @@ def _split_spec(base: type, cfg: TileConfig):
 def _skinny_spec(base: type, cfg: SkinnyConfig):
     name = cfg.name()
 
-    def builder() -> Callable:
+    def builder(after_grid: bool) -> Callable:
         from sgblas.kernels import skinny_jit
 
-        return skinny_jit.build_pyfunc(cfg, name)
+        return skinny_jit.build_pyfunc(cfg, name, after_grid)
 
     def guard(p: GemmProblem) -> str | None:
         return skinny.guard(cfg, p) or _partial_guard(p)
@@ -170,10 +170,10 @@ def _skinny_spec(base: type, cfg: SkinnyConfig):
 
 
 def _reduce_spec(base: type):
-    def builder() -> Callable:
+    def builder(after_grid: bool) -> Callable:
         from sgblas.kernels import reduce_jit
 
-        return reduce_jit.build()
+        return reduce_jit.build(after_grid)
 
     return base(
         name=reduce.NAME, role="reduce", abi=abi.REDUCE, pair=None, align=4, tile=(4, reduce.THREADS, 1),

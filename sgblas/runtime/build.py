@@ -29,6 +29,7 @@ from sgblas.runtime import cache as kernel_cache
 from sgblas.runtime import driver
 
 __all__ = ["CompileReport", "build_cubin", "compile_entry", "compile_variant", "compile_in_workers", "fill_cache",
+           "runnable",
            "expected_seconds"]
 
 log = logging.getLogger("sgblas")
@@ -56,7 +57,7 @@ def compile_ptx(spec: Any, cc: tuple[int, int]) -> str:
     """The PTX of ``spec`` for ``cc`` (Numba, with the ABI's signature and the launch bounds)."""
     from numba import cuda
 
-    ptx, _ = cuda.compile_ptx(spec.build(), spec.abi.signature().args, cc=cc,
+    ptx, _ = cuda.compile_ptx(spec.build(cc), spec.abi.signature().args, cc=cc,
                               launch_bounds=spec.launch_bounds)
     return ptx
 
@@ -158,6 +159,12 @@ def compile_in_workers(jobs: list[tuple[str, tuple[int, int]]], device: int | No
     return reports
 
 
+def runnable(specs: Iterable[Any], cc: tuple[int, int]) -> list[Any]:
+    """The variants a device of ``cc`` can run (``min_cc`` at most ``cc``): the only ones built
+    and loaded for it, since the others may use instructions its PTX target lacks."""
+    return [spec for spec in specs if tuple(cc) >= tuple(spec.min_cc)]
+
+
 def _variants(count: int) -> str:
     return f"{count} kernel variant{'' if count == 1 else 's'}"
 
@@ -177,7 +184,7 @@ def fill_cache(specs: Iterable[Any], cc: tuple[int, int], device: int | None = N
     compile that fails raises, or, when ``errors`` is a list, is appended to it as
     ``(name, exception)`` and its variant left out.
     """
-    specs = list(specs)
+    specs = runnable(specs, cc)
     out: dict[str, tuple[kernel_cache.CacheEntry, str]] = {}
     if not rebuild:
         for spec in specs:

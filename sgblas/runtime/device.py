@@ -26,6 +26,7 @@ __all__ = [
     "SIMULATED_CC",
     "BACKEND",
     "DeviceProperties",
+    "GRID_WAIT_MIN_CC",
     "device_count",
     "compute_capability",
     "device_properties",
@@ -44,6 +45,14 @@ SIMULATOR: bool = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 SIMULATED_CC: tuple[int, int] = (0, 0)
 
 
+#: From this compute capability on, every sgblas kernel is built to begin with
+#: ``griddepcontrol.wait`` (an instruction Hopper introduced), so that a plan may launch it with
+#: programmatic stream serialization: its CTAs are placed as the kernel ahead of it in the
+#: stream finishes, and the wait holds them until that kernel's writes are visible
+#: (docs/design.md, "Launches behind the kernel ahead"). Launched plainly, the wait returns at once.
+GRID_WAIT_MIN_CC: tuple[int, int] = (9, 0)
+
+
 class DeviceProperties(NamedTuple):
     """What the dispatch heuristic reads of a device (from the driver, never from constants)."""
 
@@ -52,6 +61,10 @@ class DeviceProperties(NamedTuple):
     max_blocks_per_sm: int
     registers_per_sm: int
     shared_bytes_per_sm: int
+    #: Kernels may be launched with programmatic stream serialization: the device is at least
+    #: :data:`GRID_WAIT_MIN_CC` and its driver CUDA 12.3 or later (the first to capture such a
+    #: launch into a graph).
+    programmatic_launch: bool = False
 
 
 class _Driver:
@@ -73,7 +86,8 @@ class _Driver:
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR),
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
-            a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR))
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            _driver.device_cc(device) >= GRID_WAIT_MIN_CC and _driver.driver_version() >= 12030)
 
     def current_device(self) -> int:
         ordinal = _driver.context_device()

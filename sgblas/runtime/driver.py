@@ -45,6 +45,8 @@ __all__ = [
     "mem_alloc",
     "mem_free",
     "launch",
+    "launch_programmatic",
+    "driver_version",
     "as_pointer",
     "ParamLayout",
 ]
@@ -65,6 +67,7 @@ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
 class DriverError(RuntimeError):
@@ -114,6 +117,7 @@ def _bind(lib) -> None:
         "cuMemAlloc_v2": [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t],
         "cuMemFree_v2": [ctypes.c_uint64],
         "cuLaunchKernel": [_P] + [ctypes.c_uint] * 7 + [_P] * 3,
+        "cuDriverGetVersion": [_INT_P],
         "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
         # The driver's JIT linker, used only by perf/linkers.py to compare linkers.
         "cuLinkCreate_v2": [ctypes.c_uint, _P, _P, _PP],
@@ -130,10 +134,11 @@ def _bind(lib) -> None:
 
 _query = None  # the same library as a PyDLL: the GIL stays held through short queries
 _raw_launch = None  # cuLaunchKernel with no argtypes: arguments arrive as ready ctypes objects
+_raw_launch_ex = None  # cuLaunchKernelEx, likewise (None until bound; absent before CUDA 12.0)
 
 
 def _lib():
-    global _libcuda, _query, _raw_launch
+    global _libcuda, _query, _raw_launch, _raw_launch_ex
     if _libcuda is None:
         lib = ctypes.CDLL("libcuda.so.1")
         _bind(lib)
@@ -145,9 +150,13 @@ def _lib():
         # (which may wait for room in a full launch queue) through a CDLL, releasing the GIL.
         query = ctypes.PyDLL("libcuda.so.1")
         _bind(query)
-        raw = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        launcher = ctypes.CDLL("libcuda.so.1")
+        raw = launcher.cuLaunchKernel
         raw.restype = ctypes.c_int
-        _query, _raw_launch = query, raw
+        raw_ex = getattr(launcher, "cuLaunchKernelEx", None)
+        if raw_ex is not None:
+            raw_ex.restype = ctypes.c_int
+        _query, _raw_launch, _raw_launch_ex = query, raw, raw_ex
         _libcuda = lib
     return _libcuda
 
@@ -433,3 +442,55 @@ def launch(function: ctypes.c_void_p, grid: tuple, block: tuple, stream: ctypes.
     code = _raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream, params, None)
     if code != 0:
         raise DriverError("cuLaunchKernel", code)
+
+
+def driver_version() -> int:
+    """``cuDriverGetVersion``: the CUDA version the driver supports, 1000 * major + 10 * minor."""
+    value = ctypes.c_int()
+    _check("cuDriverGetVersion", _lib().cuDriverGetVersion(ctypes.byref(value)))
+    return value.value
+
+
+class _LaunchAttribute(ctypes.Structure):
+    # CUlaunchAttribute: the id, padded to 8 bytes, then a 64-byte union of values.
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    # CUlaunchConfig
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+def _programmatic_config() -> tuple[_LaunchConfig, ctypes.c_void_p]:
+    """This thread's launch configuration asking for programmatic stream serialization, and
+    its address as a ready argument."""
+    bufs = getattr(_tls, "launch_ex", None)
+    if bufs is None:
+        attribute = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+        config = _LaunchConfig(attrs=ctypes.pointer(attribute), numAttrs=1)
+        bufs = _tls.launch_ex = (config, ctypes.c_void_p(ctypes.addressof(config)), attribute)
+    return bufs[0], bufs[1]
+
+
+def launch_programmatic(function: ctypes.c_void_p, grid: tuple, block: tuple, stream: ctypes.c_void_p,
+                        params: ctypes.c_void_p) -> None:
+    """:func:`launch` through ``cuLaunchKernelEx`` with programmatic stream serialization: the
+    kernel may begin while the one ahead of it in ``stream`` is still running (its CTAs are
+    placed once every CTA of that one has exited or signalled), so it must execute
+    ``griddepcontrol.wait`` before it touches what that kernel writes. sm_90+, CUDA 12.3+
+    drivers (which also capture it into graphs as a programmatic edge)."""
+    if _raw_launch is None:
+        _lib()
+    if _raw_launch_ex is None:
+        raise DriverError("cuLaunchKernelEx", 500)  # CUDA_ERROR_NOT_FOUND: a driver before CUDA 12.0
+    config, address = _programmatic_config()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.hStream = stream
+    code = _raw_launch_ex(address, function, params, None)
+    if code != 0:
+        raise DriverError("cuLaunchKernelEx", code)

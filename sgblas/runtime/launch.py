@@ -28,12 +28,21 @@ class LoadedKernel(NamedTuple):
     dispatcher: Any  # the simulated dispatcher under the simulator; None on a device
 
 
-def launch(kernel: LoadedKernel, grid: tuple, stream: Any, args: tuple) -> None:
+def launch(kernel: LoadedKernel, grid: tuple, stream: Any, args: tuple, after: bool = False) -> None:
     """Enqueue ``kernel`` over ``grid`` on ``stream`` (what the handle holds: a ready
     ``c_void_p``, or under the simulator a stream object or 0) with ``args`` as its ABI's
-    packer takes them. Raises :class:`~sgblas.runtime.driver.DriverError` on failure."""
+    packer takes them. Raises :class:`~sgblas.runtime.driver.DriverError` on failure.
+
+    ``after``: with programmatic stream serialization (``cuLaunchKernelEx``): ``kernel``'s CTAs
+    may be placed while the kernel ahead of it on ``stream`` finishes, so ``kernel`` must wait
+    for that grid (``griddepcontrol.wait``, what sgblas's sm_90 builds begin with) before it
+    touches memory. Under the simulator launches run one after another, and it changes nothing."""
     _, abi, block, _, c_function, dispatcher = kernel
     if dispatcher is not None:
         abi.simulate(dispatcher, grid, block, stream, args)
         return
-    driver.launch(c_function, grid, block, stream, abi.pack(*args))
+    if after:
+        driver.launch_programmatic(c_function, grid, block, stream, abi.pack(*args))
+    else:
+        driver.launch(c_function, grid, block, stream, abi.pack(*args))
+

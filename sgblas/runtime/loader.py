@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from sgblas.runtime import cache as kernel_cache
 from sgblas.runtime import driver
-from sgblas.runtime.build import CompileReport, compile_entry, fill_cache
+from sgblas.runtime.build import CompileReport, compile_entry, fill_cache, runnable
 from sgblas.runtime.device import BACKEND, compute_capability, primary_context_handle
 from sgblas.runtime.launch import LoadedKernel
 
@@ -85,6 +85,7 @@ def load_device(device: int, specs: Iterable[Any], progress: Callable[[CompileRe
             return table
 
         cc = compute_capability(device)
+        specs = runnable(specs, cc)
         filled = fill_cache(specs, cc, device, report, parallel=parallel, rebuild=rebuild)
         for spec in specs:
             t0 = time.perf_counter()

@@ -171,3 +171,45 @@ def test_the_memo_keeps_leading_dimensions_the_heuristic_reads_apart():
         assert spec(4096) == "sgemm_simt_tn_128x128x16kq8_2s_a4"
         assert spec(4100) == "sgemm_simt_tn_128x128x16_2s_a4"
         assert spec(4096) == "sgemm_simt_tn_128x128x16kq8_2s_a4"
+
+
+@pytest.mark.parametrize("programmatic", [False, True])
+def test_every_launch_of_a_plan_goes_behind_the_kernel_ahead_where_the_device_allows(programmatic, monkeypatch):
+    """On sm_90 with a CUDA 12.3+ driver every kernel of a plan (one launch, or the partials'
+    kernel and the reduction) is launched with programmatic stream serialization; elsewhere
+    plainly. The kernels' sm_90 builds wait for the grid ahead themselves."""
+    from types import SimpleNamespace
+
+    from sgblas.dispatch import plan as plans
+    from sgblas.kernels import reduce
+
+    props = H200_PROPS._replace(programmatic_launch=programmatic)
+    kernels = {s.name: f"loaded {s.name}" for s in REGISTRY}
+    h = SimpleNamespace(properties=props, _kernels=kernels, _stream=(None, 0, None), _context=0,
+                        workspace_ptr=ALIGNED + 2**34)
+    launched = []
+    monkeypatch.setattr(plans, "launch", lambda kernel, grid, stream, args, after=False:
+                        launched.append(("after" if after else "plain", kernel)))
+    how = "after" if programmatic else "plain"
+    split = next(s for s in GEMM_KERNELS if s.role == "splitk")
+    tile = next(s for s in GEMM_KERNELS if s.role == "gemm")
+    for spec, cut, want in ((split, heuristic.Split(4, 1024), [split.name, reduce.NAME]),
+                            (split, heuristic.Split(1, 4096), [split.name]), (tile, None, [tile.name])):
+        launched.clear()
+        plan = plans.make_plan(h, spec, cut, 128, 8192, 4096, ALIGNED, 128)
+        assert plan.after is programmatic
+        plans.execute(h, plan, 128, 8192, 4096, 1.0, ALIGNED, 1, 128, ALIGNED, 1, 4096, 0.0, ALIGNED, 1, 128)
+        assert launched == [(how, f"loaded {name}") for name in want]
+
+
+def test_only_the_variants_a_device_can_run_are_built_for_it():
+    """A row above the device's compute capability is neither compiled nor loaded for it (the
+    SIMT rows' cp.async does not exist below sm_80): on sm_75 the general kernels, the scale
+    kernel and the reduction remain."""
+    from sgblas.runtime.build import runnable
+
+    assert runnable(REGISTRY, (9, 0)) == list(REGISTRY)
+    old = runnable(REGISTRY, (7, 5))
+    assert old and all(s.min_cc <= (7, 5) for s in old)
+    assert {s.role for s in old} == {"gemm", "scale", "reduce"}
+    assert all(s.backstop for s in old if s.role == "gemm")

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PTX_NEEDS, child_env
+from helpers import PTX_NEEDS, assert_waits_for_the_grid_first, child_env
 from helpers import ptx as ptx_of
 
 CCS = ((9, 0), (8, 0))
@@ -133,6 +133,7 @@ def test_ptx_is_strict_fp32_simt_with_vector_memory(ptx_by_cc, name, cc):
         assert copies <= {4} and not vectors, (label, copies, vectors)
     for op in ("ld.shared.v4.f32", "st.shared.f32"):
         assert op in ptx, (label, op)
+    assert_waits_for_the_grid_first(ptx, cc, label)
     if copies:
         assert "cp.async.wait_all" in ptx and "cp.async.commit_group" in ptx, label
     # Three copies of the K step (full, the one copying the last slice, last), each BK k

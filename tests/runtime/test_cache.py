@@ -342,8 +342,9 @@ def test_a_cache_path_that_is_a_file_is_skipped(tmp_path, locations, monkeypatch
 
 
 def FakeSpec(name: str) -> SimpleNamespace:
-    """What fill_cache needs of a variant when build_cubin is replaced: its name."""
-    return SimpleNamespace(name=name)
+    """What fill_cache needs of a variant when build_cubin is replaced: its name, and the least
+    compute capability it runs on (it builds only those a device of ``cc`` can run)."""
+    return SimpleNamespace(name=name, min_cc=(5, 0))
 
 
 @pytest.fixture

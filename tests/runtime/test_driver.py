@@ -1,4 +1,5 @@
-"""The driver helpers that need no GPU to check: ``made_current``'s push and pop."""
+"""The driver helpers that need no GPU to check: ``made_current``'s push and pop, and the layout
+of the structures ``cuLaunchKernelEx`` reads."""
 
 from __future__ import annotations
 
@@ -29,3 +30,20 @@ def test_made_current_leaves_the_current_context_alone(contexts):
     with driver.made_current(0xA):
         assert contexts == [0xA]
     assert contexts == [0xA]
+
+
+def test_the_launch_config_has_cuda_h_layout_and_asks_for_programmatic_serialization():
+    """CUlaunchAttribute: a 4-byte id padded to 8, then a 64-byte union; CUlaunchConfig: six
+    dimensions and the shared bytes (28 bytes), the stream at 32, the attributes at 40, their
+    count at 48, 56 bytes in all (cuda.h, CUDA 12)."""
+    import ctypes
+
+    assert ctypes.sizeof(driver._LaunchAttribute) == 72 and driver._LaunchAttribute.value.offset == 8
+    layout = driver._LaunchConfig
+    assert (layout.hStream.offset, layout.attrs.offset, layout.numAttrs.offset, ctypes.sizeof(layout)) == \
+        (32, 40, 48, 56)
+    config, address = driver._programmatic_config()
+    assert address.value == ctypes.addressof(config) and config.numAttrs == 1
+    attribute = config.attrs.contents
+    assert attribute.id == driver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION == 6
+    assert attribute.value == 1
