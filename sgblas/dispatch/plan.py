@@ -122,7 +122,15 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     passed = tuple((r.spec.name, r.reason) for r in ranked if r.reason is not None)
     if first is None:
         return Choice(None, tuple(refused), passed)
-    return Choice(first.spec, tuple(refused), passed, first.split, _note(first.spec, first.split, p))
+    note = _note(first.spec, first.split, p)
+    if props.programmatic_launch:
+        note = "; ".join(filter(None, (note, LAUNCH_NOTE)))
+    return Choice(first.spec, tuple(refused), passed, first.split, note)
+
+
+#: What ``explain`` adds on a device whose plans launch behind the work ahead (``Plan.after``).
+LAUNCH_NOTE = ("each kernel is launched with programmatic stream serialization, its CTAs placed as the "
+               "work ahead of it on the stream finishes")
 
 
 def _note(spec: KernelSpec, split: Split | None, p: GemmProblem) -> str:

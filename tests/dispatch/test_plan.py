@@ -200,6 +200,12 @@ def test_every_launch_of_a_plan_goes_behind_the_kernel_ahead_where_the_device_al
         assert plan.after is programmatic
         plans.execute(h, plan, 128, 8192, 4096, 1.0, ALIGNED, 1, 128, ALIGNED, 1, 4096, 0.0, ALIGNED, 1, 128)
         assert launched == [(how, f"loaded {name}") for name in want]
+    # explain says so where it happens, after what it says of the split.
+    from sgblas.dispatch.plan import LAUNCH_NOTE
+
+    for shape in ((128, 8192, 8192), (4096, 4096, 4096)):
+        note = choose(problem(m=shape[0], n=shape[1], k=shape[2]), props, WORKSPACE).note
+        assert (LAUNCH_NOTE in note) is programmatic and note.endswith(LAUNCH_NOTE) is programmatic, note
 
 
 def test_only_the_variants_a_device_can_run_are_built_for_it():
