@@ -206,16 +206,3 @@ def test_every_launch_of_a_plan_goes_behind_the_kernel_ahead_where_the_device_al
     for shape in ((128, 8192, 8192), (4096, 4096, 4096)):
         note = choose(problem(m=shape[0], n=shape[1], k=shape[2]), props, WORKSPACE).note
         assert (LAUNCH_NOTE in note) is programmatic and note.endswith(LAUNCH_NOTE) is programmatic, note
-
-
-def test_only_the_variants_a_device_can_run_are_built_for_it():
-    """A row above the device's compute capability is neither compiled nor loaded for it (the
-    SIMT rows' cp.async does not exist below sm_80): on sm_75 the general kernels, the scale
-    kernel and the reduction remain."""
-    from sgblas.runtime.build import runnable
-
-    assert runnable(REGISTRY, (9, 0)) == list(REGISTRY)
-    old = runnable(REGISTRY, (7, 5))
-    assert old and all(s.min_cc <= (7, 5) for s in old)
-    assert {s.role for s in old} == {"gemm", "scale", "reduce"}
-    assert all(s.backstop for s in old if s.role == "gemm")
