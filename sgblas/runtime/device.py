@@ -87,7 +87,7 @@ class _Driver:
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
-            _driver.device_cc(device) >= GRID_WAIT_MIN_CC and _driver.driver_version() >= 12030)
+            self.compute_capability(device) >= GRID_WAIT_MIN_CC and _driver.driver_version() >= 12030)
 
     def current_device(self) -> int:
         ordinal = _driver.context_device()
