@@ -385,5 +385,7 @@ def explain(handle: Handle, transa: str, transb: str, m: int, n: int, k: int,
     if choice.spec is None:
         return Explanation(None, choice.refused, Status.INTERNAL_ERROR, "no kernel accepted the problem",
                            choice.passed_over)
+    # A packed variant reads the caller's arrays with 4-byte accesses (its 16-byte ones are of its copies).
+    alignment = getattr(choice.spec.config, "c_align", 0) or choice.spec.align
     return Explanation(choice.spec.name, choice.refused, Status.SUCCESS, choice.note, choice.passed_over,
-                       choice.spec.align)
+                       alignment)

@@ -104,8 +104,10 @@ def find_shape(handle, spec: Any, kind: str) -> Shape | None:
     from sgblas.kernels.problem import GemmProblem
 
     ta, tb = spec.pair
+    # A packed variant exists for arrays the 16-byte kernels refuse: odd leading dimensions first.
+    modes = ("odd",) + tuple(m for m in LD_MODES if m != "odd") if spec.role == "packed" else LD_MODES
     for m, n, k in candidate_shapes(spec, kind):
-        for mode in LD_MODES:
+        for mode in modes:
             lda = leading_dimension(_stored(ta, m, k)[0], mode)
             ldb = leading_dimension(_stored(tb, k, n)[0], mode)
             ldc = leading_dimension(m, mode)
@@ -214,6 +216,20 @@ def _fill_the_bindings_table_first() -> None:
     driver.cuDriverGetVersion()
 
 
+def _load_only(variant: str) -> None:
+    """Load only the variants whose name holds ``variant``, and the scale, reduction and packing
+    kernels that their plans may launch, before the handle is made (it then finds them loaded).
+    Under racecheck, initcheck and synccheck each module takes seconds to load, and loading all
+    of the registry took longer than a tool's whole run was given (docs/reliability.md)."""
+    from sgblas.kernels import pack, reduce
+    from sgblas.kernels.spec import REGISTRY, SCALE_KERNEL
+    from sgblas.runtime import loader
+    from sgblas.runtime.device import current_device
+
+    keep = {SCALE_KERNEL.name, reduce.NAME, pack.NAME}
+    loader.load_device(current_device(), [s for s in REGISTRY if variant in s.name or s.name in keep])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
@@ -233,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     import sgblas
     from sgblas.runtime.device import SIMULATOR
 
+    if args.variant and not SIMULATOR:
+        _load_only(args.variant)
     handle = sgblas.Handle()
     print(f"sgblas {sgblas.__version__}, device {handle.device} cc {handle.cc}"
           f"{' (CUDA simulator)' if SIMULATOR else ''}", flush=True)

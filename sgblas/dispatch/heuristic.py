@@ -24,6 +24,14 @@ accepts:
    Between rows that differ only in the lanes sharing a k-major column (``kq``: TN's 4-byte
    class has 4 and 8), 8 lanes win when every k-major operand's leading dimension is a multiple
    of 32 or one past a power of two (:func:`eight_lanes_pay`), 4 lanes otherwise.
+   3a. TN's 4-byte class: the 128x64 row replaces the 128x128 one when both fill the GPU, the
+   k-major leading dimensions are not of rule 3's 8-lane kind, and the 128x128 tiles' whole
+   waves are less than :data:`WAVE_SWAP_BELOW` full where the 128x64 tiles' are at least
+   :data:`WAVE_SWAP_FROM` full (:func:`smaller_tile_pays`).
+   3b. A packed variant (16-byte kernel on copies of A and B in the workspace) replaces that
+   choice when it is a 4-byte row of the packed variant's tile whose tiles fill the GPU, the
+   k-major leading dimensions are of that same slow kind (:func:`packing_pays`), and the
+   workspace holds the copies (rule 1).
 4. Split-K (a slice kernel over tiles x splits CTAs, then the fixed-order reduction) replaces
    that choice when the chosen tile's fill is below :data:`FILL_TARGET` (few output tiles)
    and K is long enough that every split keeps at least :data:`MIN_SPLIT_CHUNK` of it; and,
@@ -61,7 +69,8 @@ __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", 
            "ACCURACY_SPLIT_K", "ACCURACY_CHUNK", "ACCURACY_MIN_CHUNK", "AXPY_CTAS_PER_SM",
            "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas",
            "fill", "rank", "split_of", "split_for", "pinned_split", "is_backstop", "thread_tile",
-           "wide_thread_tile_pays", "eight_lanes_pay"]
+           "wide_thread_tile_pays", "eight_lanes_pay", "packing_pays", "smaller_tile_pays", "WAVE_SWAP_BELOW",
+           "WAVE_SWAP_FROM"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -72,6 +81,10 @@ WAVE_TARGET: float = 0.9
 #: cost more than the fuller GPU gains (docs/tuning.md, "Run E": 1024^3 gains from slices of
 #: 256).
 MIN_SPLIT_CHUNK: int = 256
+#: Rule 3a: the 128x128 tiles' whole-wave fill below which, and the 128x64 tiles' from which,
+#: TN's 4-byte class takes the 128x64 row (:func:`smaller_tile_pays`; docs/tuning.md, run S).
+WAVE_SWAP_BELOW: float = 0.8
+WAVE_SWAP_FROM: float = 0.94
 #: The least size of a skinny product's large operand, in bytes, for the skinny kernels: below
 #: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
@@ -153,6 +166,49 @@ def eight_lanes_pay(p: GemmProblem) -> bool:
     alone."""
     lds = [ld for ld, kmajor in ((p.lda, p.transa == "T"), (p.ldb, p.transb == "N")) if kmajor]
     return bool(lds) and all(ld % 32 == 0 or (ld > 1 and (ld - 1) & (ld - 2) == 0) for ld in lds)
+
+
+def smaller_tile_pays(large: KernelSpec, small: KernelSpec, p: GemmProblem, props: DeviceProperties) -> bool:
+    """Whether ``small``, TN's 4-byte 128x64 row, runs ``p`` faster than ``large``, the 128x128
+    row rule 3 chose, because of how the tiles fall into waves: the 128x128 tiles' whole waves
+    are less than :data:`WAVE_SWAP_BELOW` full (a last wave mostly idle) and the 128x64 tiles'
+    at least :data:`WAVE_SWAP_FROM`, at k-major leading dimensions that are not of the 8-lane
+    kind (:func:`eight_lanes_pay`). Per flop the 128x64 row is slower, so only a large
+    difference in the waves pays. Measured in TN's 4-byte class only (docs/tuning.md, run S):
+    the 128x64 row ran 4-22% faster where the 128x128 tiles filled 73-76% of their waves, and
+    2-6% slower where they filled 85-89%; NN's 4-byte 128x64 row lost 3.5% at 5000^3."""
+    return ((p.transa, p.transb) == ("T", "N") and large.role == small.role == "gemm"
+            and large.align == small.align == 4 and large.tile[:2] == (128, 128) and small.tile[:2] == (128, 64)
+            and not eight_lanes_pay(p)
+            and _wave_fill(ctas(large, p), slots(large, props)) < WAVE_SWAP_BELOW
+            and _wave_fill(ctas(small, p), slots(small, props)) >= WAVE_SWAP_FROM)
+
+
+def packing_pays(packed: KernelSpec, best: KernelSpec | None, p: GemmProblem, props: DeviceProperties) -> str | None:
+    """None when ``packed`` (a packed variant that ``p``'s workspace holds) should run ``p``
+    instead of ``best``, the tile kernel the rules above chose; else the sentence saying why not.
+
+    It pays where the 4-byte class is slow and its copies cost little: ``best`` is a 4-byte row
+    (no wider class can run the caller's arrays) of the packed variant's CTA tile, whose output
+    tiles fill at least :data:`FILL_TARGET` of the GPU (few tiles would leave the copies' cost
+    unshared), and every k-major leading dimension is a multiple of 32 or one past a power of
+    two (:func:`eight_lanes_pay`: there TN's 4-byte rows ran slowest, rung 36). At other leading
+    dimensions the 4-byte rows ran as fast as the copies and the 16-byte kernel together, or
+    faster, from 2000^3 to 8192^3 (docs/tuning.md, rung 43)."""
+    if best is None:
+        return "no tile kernel runs this problem"
+    if best.align != 4 or best.tile != packed.tile:
+        return (f"{best.name} reads the caller's arrays with {best.align}-byte accesses"
+                if best.align != 4 else
+                f"{best.name}'s {best.tile[0]}x{best.tile[1]} tile fills the GPU or its waves better than the "
+                f"packed {packed.tile[0]}x{packed.tile[1]} one, for which the copies would not pay")
+    if fill(best, p, props) < FILL_TARGET:
+        return (f"the {ctas(best, p)} output tiles fill {fill(best, p, props):.0%} of the {props.sm_count} SMs' "
+                f"resident slots, too few to pay for copying A and B")
+    if not eight_lanes_pay(p):
+        return (f"{best.name} runs the k-major leading dimensions lda={p.lda}, ldb={p.ldb} at speed (they are not "
+                f"all multiples of 32 or one past a power of two): copying A and B would cost as much as it saves")
+    return None
 
 
 def _lanes(spec: KernelSpec) -> int | None:
@@ -330,6 +386,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     general = [s for s, _ in fits if is_backstop(s)]
     tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
     small_skinny = [s for s, _ in fits if s.role == "skinny"]
+    packed = [s for s, _ in fits if s.role == "packed"]
 
     # The tile kernels, by how well their output tiles fill the GPU; then, between rows of one
     # CTA tile, the 8 x 8 thread tile, the widest accesses and the lanes a k-major column.
@@ -342,9 +399,25 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     if filled:
         order = sorted(filled, key=lambda s: (-(s.tile[0] * s.tile[1]), *within(s)))
         order += sorted((s for s in tiled if s not in filled), key=lambda s: (-fill(s, p, props), *within(s)))
+        # Rule 3a: a smaller tile whose waves are much fuller.
+        swap = [s for s in filled if smaller_tile_pays(order[0], s, p, props)]
+        if swap:
+            order.remove(swap[0])
+            order.insert(0, swap[0])
     else:
         order = sorted(tiled, key=lambda s: (-fill(s, p, props), -ctas(s, p), *within(s)))
     best_tile = order[0] if order else None
+    # A packed variant replaces the tile kernel when the caller's arrays confine it to the
+    # 4-byte class at leading dimensions where that class runs slowly (rule 3b).
+    packed_reasons: dict[str, str] = {}
+    for spec in packed:
+        why = packing_pays(spec, order[0] if order else None, p, props) if spec is packed[0] else \
+            f"{packed[0].name} packs this problem already"
+        if why is None:
+            order.insert(0, spec)
+            best_tile = spec
+        else:
+            packed_reasons[spec.name] = why
 
     out: list[Ranked] = []
     chosen: tuple[KernelSpec, Split, str] | None = None
@@ -358,7 +431,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         why = (f"{spec.name} streams the large operand once: {'m' if spec.config.small == 'm' else 'n'}="
                f"{p.m if spec.config.small == 'm' else p.n} is at most {skinny.MP}, so the product is bound "
                f"by memory bandwidth")
-        for spec2 in splits + order + general:
+        for spec2 in splits + order + packed + general:
             out.append(Ranked(spec2, why, None))
         return out + _short(short, workspace_bytes)
 
@@ -411,6 +484,9 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
             out.append(Ranked(spec, split_reasons.get(spec.name, "another variant was chosen")))
     for spec in small_skinny:
         out.append(Ranked(spec, small_reasons[spec.name]))
+    for spec in packed:
+        if spec.name in packed_reasons:
+            out.append(Ranked(spec, packed_reasons[spec.name]))
     first = out[0].spec if out else None
     for spec in general:
         if first is None:
@@ -445,6 +521,14 @@ def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DevicePr
         tm, tn = thread_tile(best)
         return (f"{best.name}'s {tm} x {tn} thread tile runs this CTA tile at least as fast at every K "
                 f"when K is not split (the larger thread tile serves accuracy splits of a long K)")
+    if best.role == "packed":
+        return (f"{best.name} multiplies 16-byte aligned copies of A and B in the handle's workspace: the "
+                f"{spec.align}-byte class runs TN slowly at k-major leading dimensions that are all multiples of "
+                f"32 or one past a power of two (lda={p.lda}, ldb={p.ldb})")
+    if smaller_tile_pays(spec, best, p, props):
+        return (f"its {ctas(spec, p)} CTAs fill {_wave_fill(ctas(spec, p), slots(spec, props)):.0%} of their whole "
+                f"waves on {props.sm_count} SMs, {best.name}'s {ctas(best, p)} fill "
+                f"{_wave_fill(ctas(best, p), slots(best, props)):.0%} of theirs (TN's 4-byte class)")
     lanes = _lanes(best)
     if spec.tile == best.tile and spec.align == best.align and lanes != _lanes(spec):
         which = "are" if lanes == 8 else "are not all"

@@ -14,10 +14,11 @@ setting a handle's workspace moves it to the memo of its new size.
 :func:`execute` is the only place that launches: the BLAS call, ``gemm``, the fast checks and
 the documented validation all end here, with the same plan for the same shape class. A plan
 is one launch, or, when it splits K, two on the handle's stream: the partial products into
-the handle's workspace, then the fixed-order reduction into C. Nothing in between waits or
+the handle's workspace, then the fixed-order reduction into C; a packed variant's is three:
+the copies of A and B into the workspace, then the GEMM from them. Nothing in between waits or
 allocates, so a split call can be captured in a CUDA graph like any other.
 
-The workspace belongs to the handle: calls that split K use the same bytes, ordered by the
+The workspace belongs to the handle: calls that split K or pack use the same bytes, ordered by the
 handle's stream. Two such calls on one handle may only overlap if the caller runs them on
 different streams (``set_stream`` between calls, or one handle shared by threads that give
 it different streams) without ordering those streams, which is the caller's race, as with
@@ -31,6 +32,8 @@ from typing import Any, NamedTuple
 
 from sgblas.dispatch import heuristic
 from sgblas.dispatch.heuristic import Split
+from sgblas.kernels import pack as _pack
+from sgblas.kernels import packed as _packed
 from sgblas.kernels import reduce as _reduce
 from sgblas.kernels import spec as registry
 from sgblas.kernels.problem import GemmProblem
@@ -81,7 +84,9 @@ class Plan(NamedTuple):
 
     When K is split (``splits > 1``), ``kernel`` writes the partials into the workspace
     (``ldw`` rows per column) and ``reduce`` over ``reduce_grid`` adds them into C;
-    ``c_vec`` says whether the reduction may access C with 16-byte vectors. ``after``: every
+    ``c_vec`` says whether the reduction may access C with 16-byte vectors. For a packed variant
+    ``pack`` copies A and B into the workspace first, ``copies`` holding ``(rows, cols, ldd,
+    grid)`` of A's copy and of B's (B's follows A's in the workspace). ``after``: every
     launch of the plan goes with programmatic stream serialization, so that its CTAs are placed
     as the kernel ahead of it in the stream finishes (the device's kernels wait for that grid
     themselves: :data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`).
@@ -98,6 +103,8 @@ class Plan(NamedTuple):
     reduce_grid: tuple[int, int, int] = (1, 1, 1)
     c_vec: int = 0
     after: bool = False
+    pack: LoadedKernel | None = None
+    copies: tuple = ()
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
@@ -134,6 +141,8 @@ LAUNCH_NOTE = ("each kernel is launched with programmatic stream serialization, 
 
 
 def _note(spec: KernelSpec, split: Split | None, p: GemmProblem) -> str:
+    if spec.role == "packed":
+        return _packed.describe(spec, p)
     if split is None:
         return ""
     if split.splits == 1:
@@ -159,6 +168,8 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
         if plans is _MEMOS.get((handle.device, handle.math_mode, handle.workspace_bytes)):
             plans = handle._plans = dict(plans)  # a pin binds this handle only
         split = None
+        if pin.role == "packed" and pin.workspace(m, n, k) > handle.workspace_bytes:
+            return None  # its copies would not fit
         if pin.role in ("splitk", "skinny"):
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
             split = heuristic.pinned_split(pin, problem, handle.properties, handle.workspace_bytes)
@@ -192,6 +203,11 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
     """The plan that runs ``spec`` with ``split`` (None: one launch of a GEMM variant)."""
     kernel = handle._kernels[spec.name]
     after = handle.properties.programmatic_launch
+    if spec.role == "packed":
+        copies = tuple((rows, cols, ldd, _pack.grid(rows, cols))
+                       for rows, cols, ldd in _packed.copies(spec.pair, m, n, k))
+        return Plan(spec.role, spec, kernel, spec.grid(m, n, k), after=after,
+                    pack=handle._kernels[_pack.NAME], copies=copies)
     if split is None:
         return Plan(spec.role, spec, kernel, spec.grid(m, n, k), after=after)
     grid = _split_grid(spec, m, n, split.splits)
@@ -224,10 +240,20 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
     if raw_stream <= 2 and handle._context and _device.current_context_handle() != handle._context:
         _device.push_context(handle._context)
         pushed = True
-    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after = plan
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies = plan
     try:
         if role == "gemm":
             launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          beta, c_ptr, c_extent, ldc), after)
+        elif role == "packed":
+            # A's and B's copies into the workspace, then the GEMM from them: the same stream orders
+            # the three, and the copies of the next call on this handle come after this GEMM.
+            (ra, ca, la, ga), (rb, cb, lb, gb) = copies
+            wa = handle.workspace_ptr
+            wb = wa + 4 * la * ca
+            launch(pack, ga, stream, (ra, ca, a_ptr, a_extent, lda, wa, la * ca, la), after)
+            launch(pack, gb, stream, (rb, cb, b_ptr, b_extent, ldb, wb, lb * cb, lb), after)
+            launch(kernel, grid, stream, (m, n, k, alpha, wa, la * ca, la, wb, lb * cb, lb,
                                           beta, c_ptr, c_extent, ldc), after)
         elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
             launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)

@@ -44,3 +44,8 @@ SCALE = Abi("scale", (("m", INT32), ("n", INT32), ("beta", FLOAT32), ("C", ARRAY
 REDUCE = Abi("reduce", (("m", INT32), ("n", INT32), ("splits", INT32), ("W", ARRAY), ("ldw", INT32),
                         ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32), ("c_vec", INT32)))
 __all__ += ["REDUCE"]
+
+#: The packing copy's (:mod:`sgblas.kernels.pack`): the ``rows x cols`` column-major ``S`` into
+#: ``D`` with leading dimension ``ldd`` (rows rounded up to 4), zeros in the rows between.
+PACK = Abi("pack", (("rows", INT32), ("cols", INT32), ("S", ARRAY), ("lds", INT32), ("D", ARRAY), ("ldd", INT32)))
+__all__ += ["PACK"]

@@ -44,7 +44,8 @@ one strategy per operand layout:
 Columns past k are zero-filled; rows/columns past m/n are zero-filled or left stale (they only
 feed C elements that are never stored); so the kernel is exact for every m, n, k >= 1 whose
 pointers and leading dimensions are in the alignment class (``align`` bytes: A, B, C start
-on a multiple of it and lda, ldb, ldc are multiples of ``align // 4``).
+on a multiple of it and lda, ldb, ldc are multiples of ``align // 4``; C's may be narrower,
+``c_align``, for the variants that read packed copies of A and B).
 
 Split-K slices (``split_k``): the kernel takes :data:`sgblas.kernels.abi.GEMM_SPLIT` (GEMM's
 parameters and ``k_chunk``); ``blockIdx.y`` is the split index ``s``, the CTA multiplies over
@@ -116,6 +117,8 @@ class TileConfig:
     #                          enters the same way (docs/tuning.md, rung 29)
     kq: int = 0              # lanes that share a k-major column in a register-staged copy;
     #                          0 takes the alignment class's (KQB; docs/tuning.md, rung 36)
+    c_align: int = 0         # C's alignment class in bytes when it is narrower than A's and
+    #                          B's (a packed variant: sgblas/kernels/packed.py); 0: ``align``
 
     STAGES = 2  # shared-memory stages (double buffering)
 
@@ -139,6 +142,11 @@ class TileConfig:
     def VEC(self) -> int:
         """Floats per global vector access: 4, 2 or 1."""
         return self.align // 4
+
+    @property
+    def VEC_C(self) -> int:
+        """Floats per vector access of C in the epilogue."""
+        return (self.c_align or self.align) // 4
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -197,6 +205,8 @@ class TileConfig:
         assert self.transa in ("N", "T") and self.transb in ("N", "T"), \
             f"transpose pair {self.transa!r}{self.transb!r} is not one of NN, NT, TN, TT"
         assert self.align in (4, 8, 16), f"alignment class {self.align} is not 16, 8 or 4 bytes"
+        assert self.c_align in (0, 4, 8, 16) and self.c_align <= self.align, \
+            f"C's alignment class {self.c_align} is not 0 (align's), 4, 8 or 16 bytes up to align"
         assert self.fma in ("rows", "snake", "snake_t"), \
             f"FMA order {self.fma!r} is not 'rows', 'snake' or 'snake_t'"
         assert set(self.k_view) <= {"a", "b"} and (self.split_k or not self.k_view), \
@@ -552,9 +562,9 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
 
 
 def _epilogue(cfg: TileConfig, w) -> None:
-    """C = alpha * acc + beta * C with vector accesses of the alignment class where whole,
+    """C = alpha * acc + beta * C with vector accesses of C's alignment class where whole,
     element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
-    V, WM, WN, TM, TN = cfg.VEC, cfg.WM, cfg.WN, cfg.TM, cfg.TN
+    V, WM, WN, TM, TN = cfg.VEC_C, cfg.WM, cfg.WN, cfg.TM, cfg.TN
     split = cfg.split_k
     if split:
         w("    # ---- epilogue: this split's partial product, alpha * acc, at C + s * ldc * n")

@@ -236,6 +236,25 @@ def by_name(name: str) -> KernelSpec:
         raise KeyError(f"no kernel variant is named {name!r}; the registry has {sorted(_BY_NAME)}") from None
 
 
+def _append(gemm_rows: tuple[KernelSpec, ...], support: tuple[KernelSpec, ...]) -> None:
+    """Add a module's GEMM variants before the general kernels (the backstop stays last) and
+    its support kernels (launched by those variants' plans, never chosen) to the registry."""
+    global GEMM_KERNELS, REGISTRY
+    for spec in gemm_rows + support:
+        if spec.name in _BY_NAME:
+            raise ValueError(f"variant name {spec.name} is registered twice")
+        _BY_NAME[spec.name] = spec
+    general = tuple(s for s in GEMM_KERNELS if s.name.startswith("sgemm_general_"))
+    rest = tuple(s for s in GEMM_KERNELS if not s.name.startswith("sgemm_general_"))
+    others = tuple(s for s in REGISTRY if s not in GEMM_KERNELS)
+    GEMM_KERNELS = rest + gemm_rows + general
+    REGISTRY = GEMM_KERNELS + others + support
+
+
 # Issue 13: the split-K, skinny and reduction rows (sgblas/kernels/splitk.py), appended here.
 from sgblas.kernels import splitk as _splitk  # noqa: E402 - its rows are built from this module's
-GEMM_KERNELS, REGISTRY = _splitk.register(KernelSpec, SIMT_MANIFEST, GEMM_KERNELS, REGISTRY, _BY_NAME)
+_append(*_splitk.rows(KernelSpec, SIMT_MANIFEST))
+
+# Issue 14: the packed rows and the copy kernel they launch (sgblas/kernels/packed.py).
+from sgblas.kernels import packed as _packed  # noqa: E402 - as the split rows above
+_append(*_packed.rows(KernelSpec, SIMT_MANIFEST))

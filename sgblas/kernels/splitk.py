@@ -23,7 +23,7 @@ with 16-byte accesses only when C allows it); a skinny kernel reads only its lar
 :class:`PartialReadSpec` checks exactly those, so ``lda = 3`` for a 3 x k A does not stop a
 skinny kernel.
 
-``sgblas/kernels/spec.py`` appends these rows at its end (:func:`register`), handing over its
+``sgblas/kernels/spec.py`` appends these rows at its end (:func:`rows`), handing over its
 ``KernelSpec`` class and SIMT manifest: this module does not import :mod:`sgblas.kernels.spec`,
 which imports it.
 """
@@ -39,7 +39,7 @@ from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.skinny import SkinnyConfig
 from sgblas.kernels.sgemm_simt import TileConfig
 
-__all__ = ["split_manifest", "SLICE_CHANGES", "SKINNY_MANIFEST", "workspace_bytes", "partial_bytes", "register",
+__all__ = ["split_manifest", "SLICE_CHANGES", "SKINNY_MANIFEST", "workspace_bytes", "partial_bytes", "rows",
            "REDUCE_NAME", "MIN_PARTIALS"]
 
 #: The least number of partials a split variant works with, so the least workspace it needs.
@@ -181,21 +181,8 @@ def _reduce_spec(base: type):
         grid=lambda m, n, k: reduce.grid(m, n), builder=builder)
 
 
-def register(base: type, simt_manifest: tuple[TileConfig, ...], gemm_kernels: tuple, registry: tuple,
-             by_name: dict) -> tuple[tuple, tuple]:
-    """``(GEMM_KERNELS, REGISTRY)`` with this module's rows added, built as ``base``
-    (the registry's ``KernelSpec``); ``by_name`` (the registry's name index) is updated in
-    place. The skinny and split rows go before the general kernels, which stay last (the
-    backstop); the reduction goes to the registry only."""
-    rows = tuple(_skinny_spec(base, cfg) for cfg in SKINNY_MANIFEST) + tuple(
-        _split_spec(base, cfg) for cfg in split_manifest(simt_manifest))
-    general = tuple(s for s in gemm_kernels if s.name.startswith("sgemm_general_"))
-    rest = tuple(s for s in gemm_kernels if not s.name.startswith("sgemm_general_"))
-    new_gemm = rest + rows + general
-    reduce_spec = _reduce_spec(base)
-    new_registry = new_gemm + tuple(s for s in registry if s not in gemm_kernels) + (reduce_spec,)
-    for spec in rows + (reduce_spec,):
-        if spec.name in by_name:
-            raise ValueError(f"variant name {spec.name} is registered twice")
-        by_name[spec.name] = spec
-    return new_gemm, new_registry
+def rows(base: type, simt_manifest: tuple[TileConfig, ...]) -> tuple[tuple, tuple]:
+    """``(GEMM variants, support kernels)`` of this module, built as ``base`` (the registry's
+    ``KernelSpec``): the skinny and split rows, and the reduction they launch."""
+    return (tuple(_skinny_spec(base, cfg) for cfg in SKINNY_MANIFEST)
+            + tuple(_split_spec(base, cfg) for cfg in split_manifest(simt_manifest)), (_reduce_spec(base),))

@@ -133,6 +133,51 @@ def test_tn_4_byte_class_lanes_follow_the_leading_dimensions(lda, ldb, offset, l
     assert reason.startswith(f"{want} copies each k-major column with {lanes} lanes") and f"lda={lda}" in reason, reason
 
 
+def _offset_tn(m, n, k, pad, offset=1, pair="TN"):
+    """``pair`` at m x n x k, every leading dimension padded by ``pad``, pointers offset."""
+    p = problem(m, n, k, pair)
+    return p._replace(lda=p.lda + pad, ldb=p.ldb + pad, ldc=p.ldc + pad, a_ptr=BASE + 4 * offset,
+                      b_ptr=BASE + 2**34 + 4 * offset, c_ptr=BASE + 2**35 + 4 * offset)
+
+
+@pytest.mark.parametrize("shape, pad, pair, tile", [
+    # TN's 4-byte class, rule 3a: the 128x128 tiles' whole waves less than 80% full, the 128x64
+    # tiles' at least 94% (2450^3: 400 CTAs on 264 slots, 76%; 780 on 396, 98%).
+    ((2450, 2450, 2450), 3, "TN", (128, 64)),
+    ((3000, 3000, 3000), 1, "TN", (128, 64)),
+    ((2500, 5000, 3000), 3, "TN", (128, 64)),
+    # Fuller 128x128 waves keep the larger tile (5000^3: 87%, 4300^3: 88%, where the 128x64 row
+    # ran no faster; 4500^3: 98%; 6000^3: 93% against 93%).
+    ((5000, 5000, 5000), 3, "TN", (128, 128)),
+    ((4300, 4300, 4300), 3, "TN", (128, 128)),
+    ((4500, 4500, 4500), 3, "TN", (128, 128)),
+    ((6000, 6000, 6000), 3, "TN", (128, 128)),
+    # Other pairs, and TN's 16-byte class, keep the larger tile whatever the waves.
+    ((3000, 3000, 3000), 3, "NN", (128, 128)),
+    ((3000, 3000, 3000), 3, "TT", (128, 128)),
+    ((3000, 3000, 3000), 0, "TN", (128, 128)),
+])
+def test_tn_4_byte_class_takes_the_smaller_tile_when_its_waves_are_much_fuller(shape, pad, pair, tile):
+    p = _offset_tn(*shape, pad, offset=1 if pad else 0, pair=pair)
+    c = choose(p, H200, WORKSPACE)
+    assert c.spec.role == "gemm" and c.spec.tile[:2] == tile and c.split is None, c.spec.name
+    if tile == (128, 64):
+        assert c.spec.align == 4
+        reason = dict(c.passed_over)["sgemm_simt_tn_128x128x16_2s_a4"]
+        assert "of their whole waves" in reason and c.spec.name in reason, reason
+
+
+def test_the_wave_rule_leaves_the_8_lane_leading_dimensions_alone():
+    # lda = ldb = 4097 (one past a power of two) at 3000 x 3000 x 4096: rule 3's 8-lane row,
+    # or its packed copies when the workspace holds them, however the waves fall.
+    p = problem(3000, 3000, 4096, "TN")._replace(lda=4097, ldb=4097, ldc=3003)
+    assert heuristic.eight_lanes_pay(p)
+    c = choose(p, H200, WORKSPACE)
+    assert c.spec.name == "sgemm_simt_tn_128x128x16kq8_2s_a4", c.spec.name
+    assert not heuristic.smaller_tile_pays(c.spec, next(s for s in GEMM_KERNELS
+                                                        if s.name == "sgemm_simt_tn_128x64x16_2s_a4"), p, H200)
+
+
 def test_wide_thread_tile_rule():
     pays = heuristic.wide_thread_tile_pays
     assert pays(4096, 10_000, 264) and pays(2048, 264, 264)

@@ -48,7 +48,7 @@ from sgblas.testing import (assert_gemm_close, as_matrix, make_operands, padded_
 
 #: The SIMT GEMM variants of the registry, by name.
 SIMT = {s.name: s for s in GEMM_KERNELS
-        if isinstance(s.config, TileConfig) and not s.config.split_k and s.abi is abi.GEMM}
+        if isinstance(s.config, TileConfig) and not s.config.split_k and s.role == "gemm"}
 PAIRS = ("NN", "NT", "TN", "TT")
 ALIGNS = (16, 8, 4)
 SIM_TILE = (128, 64, 16)  # the tile the simulator runs every variant of

@@ -10,9 +10,9 @@ from sgblas.runtime.build import runnable
 def test_only_the_variants_a_device_can_run_are_built_for_it():
     """A row above the device's compute capability is neither compiled nor loaded for it (the
     SIMT rows' cp.async does not exist below sm_80): on sm_75 the general kernels, the scale
-    kernel and the reduction remain."""
+    kernel, the reduction and the packing copy remain."""
     assert runnable(REGISTRY, (9, 0)) == list(REGISTRY)
     old = runnable(REGISTRY, (7, 5))
     assert old and all(s.min_cc <= (7, 5) for s in old)
-    assert {s.role for s in old} == {"gemm", "scale", "reduce"}
+    assert {s.role for s in old} == {"gemm", "scale", "reduce", "pack"}
     assert all(s.backstop for s in old if s.role == "gemm")
