@@ -174,9 +174,9 @@ def smaller_tile_pays(large: KernelSpec, small: KernelSpec, p: GemmProblem, prop
     are less than :data:`WAVE_SWAP_BELOW` full (a last wave mostly idle) and the 128x64 tiles'
     at least :data:`WAVE_SWAP_FROM`, at k-major leading dimensions that are not of the 8-lane
     kind (:func:`eight_lanes_pay`). Per flop the 128x64 row is slower, so only a large
-    difference in the waves pays. Measured in TN's 4-byte class only (docs/tuning.md, run S):
-    the 128x64 row ran 4-22% faster where the 128x128 tiles filled 73-76% of their waves, and
-    2-6% slower where they filled 85-89%; NN's 4-byte 128x64 row lost 3.5% at 5000^3."""
+    difference in the waves pays. Measured in TN's 4-byte class only (docs/tuning.md, rung 45):
+    the 128x64 row won where the 128x128 waves were about three-quarters full and lost where
+    they were nearly full; NN's and TT's 128x64 rows lost at 5000^3, where TN's came out even."""
     return ((p.transa, p.transb) == ("T", "N") and large.role == small.role == "gemm"
             and large.align == small.align == 4 and large.tile[:2] == (128, 128) and small.tile[:2] == (128, 64)
             and not eight_lanes_pay(p)
