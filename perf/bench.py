@@ -14,10 +14,13 @@ What is measured, and how:
   as float32 host values. ``NVIDIA_TF32_OVERRIDE=0`` is set before CuPy loads cuBLAS; if the
   variable is already set to anything else the script refuses to run cuBLAS.
 - sgblas runs through ``sgblas.sgemm`` on a handle bound to the same CuPy stream.
-- Operands are column-major flat float32 buffers of exactly ``ld * cols`` elements, filled with
-  fresh standard-normal values (never zeros). When a case's working set is below
-  ``--l2-multiple`` times the L2 size, several buffer sets are allocated and the timed calls
-  rotate among them, so no call finds its operands in L2 from the previous one.
+- Operands are column-major flat float32 buffers that end exactly at each matrix's last
+  element (``(cols - 1) * ld + rows`` elements past its first), filled with fresh
+  standard-normal values (never zeros). Leading dimensions are tight unless ``--pad P`` adds P
+  to each; ``--offset O`` (or ``OA,OB,OC``) starts each matrix O elements into its allocation,
+  so its pointer is only 4-byte aligned when O is not a multiple of 4. When a case's working
+  set is below ``--l2-multiple`` times the L2 size, several buffer sets are allocated and the
+  timed calls rotate among them, so no call finds its operands in L2 from the previous one.
 - Timing: CUDA events between consecutive calls of a block. Each block starts behind a short
   sleeping kernel that holds the GPU while the host enqueues the block, so the event
   intervals are GPU time, not host launch latency (``spin_covered`` records whether that
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import math
 import os
 import sys
@@ -66,6 +70,7 @@ __all__ = [
     "Case",
     "parse_shape",
     "parse_pairs",
+    "parse_offsets",
     "build_cases",
     "buffer_sets",
     "plan_reps",
@@ -105,7 +110,12 @@ SPIN_RETRIES = 3
 
 @dataclass(frozen=True)
 class Case:
-    """One column-major product C(m,n) = op(A) op(B) with tight leading dimensions."""
+    """One column-major product C(m,n) = op(A) op(B).
+
+    Leading dimensions are the tight ones plus ``pad``; each operand starts ``offsets``
+    (A, B, C) float32 elements past the start of its allocation, as a padded array or a
+    sliced view hands them to cuBLAS.
+    """
 
     m: int
     n: int
@@ -113,6 +123,8 @@ class Case:
     transa: str
     transb: str
     shape_set: str  # "square", "rect" or "custom"
+    pad: int = 0
+    offsets: tuple[int, int, int] = (0, 0, 0)
 
     @property
     def pair(self) -> str:
@@ -134,28 +146,39 @@ class Case:
 
     @property
     def lda(self) -> int:
-        return self.a_dims[0]
+        return self.a_dims[0] + self.pad
 
     @property
     def ldb(self) -> int:
-        return self.b_dims[0]
+        return self.b_dims[0] + self.pad
 
     @property
     def ldc(self) -> int:
-        return self.m
+        return self.m + self.pad
 
     @property
     def elements(self) -> tuple[int, int, int]:
-        """Elements of the flat A, B and C buffers (ld x cols each)."""
-        return self.m * self.k, self.k * self.n, self.m * self.n
+        """Extent of A, B and C from their first elements: (cols - 1) * ld + rows each.
+
+        The last column stops at the last row, not at ld, so a buffer of exactly this size
+        ends at the matrix's last element, and a kernel that reads past it is caught.
+        """
+        (a_rows, a_cols), (b_rows, b_cols) = self.a_dims, self.b_dims
+        return ((a_cols - 1) * self.lda + a_rows, (b_cols - 1) * self.ldb + b_rows,
+                (self.n - 1) * self.ldc + self.m)
+
+    @property
+    def allocated(self) -> tuple[int, int, int]:
+        """Elements allocated for A, B and C: the offset ahead of each matrix plus its extent."""
+        return tuple(o + e for o, e in zip(self.offsets, self.elements))  # type: ignore[return-value]
 
     @property
     def working_set_bytes(self) -> int:
-        return FLOAT32_BYTES * sum(self.elements)
+        return FLOAT32_BYTES * sum(self.allocated)
 
     @property
     def label(self) -> str:
-        return results_io.shape_label(self.m, self.n, self.k)
+        return results_io.shape_label(self.m, self.n, self.k, self.pad, self.offsets)
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -188,8 +211,31 @@ def parse_pairs(text: str) -> tuple[str, ...]:
     return tuple(pairs)
 
 
-def build_cases(shapes: Sequence[tuple[int, int, int, str]], pairs: Sequence[str]) -> list[Case]:
-    """Every (shape, pair), cheapest first, so a time budget that runs out drops the largest."""
+def parse_offsets(text: str) -> tuple[int, int, int]:
+    """'O' -> (O, O, O); 'OA,OB,OC' -> (OA, OB, OC); each a non-negative integer."""
+    try:
+        values = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) == 1:
+        values = values * 3
+    if len(values) != 3:
+        raise argparse.ArgumentTypeError(
+            f"offset {text!r} is not one integer or three comma-separated integers (e.g. 1 or 1,2,3)")
+    negative = [v for v in values if v < 0]
+    if negative:
+        raise argparse.ArgumentTypeError(
+            f"offset {text!r} has the negative value {negative[0]}; offsets count float32 elements "
+            f"after the start of each allocation, so they must be 0 or more")
+    return values  # type: ignore[return-value]
+
+
+def build_cases(shapes: Sequence[tuple[int, int, int, str]], pairs: Sequence[str], pad: int = 0,
+                offsets: Sequence[int] = (0, 0, 0)) -> list[Case]:
+    """Every (shape, pair), cheapest first, so a time budget that runs out drops the largest.
+
+    ``pad`` and ``offsets`` apply to every case alike.
+    """
     seen: set[tuple[int, int, int, str]] = set()
     cases = []
     for m, n, k, shape_set in shapes:
@@ -198,7 +244,7 @@ def build_cases(shapes: Sequence[tuple[int, int, int, str]], pairs: Sequence[str
             if key in seen:
                 continue
             seen.add(key)
-            cases.append(Case(m, n, k, pair[0], pair[1], shape_set))
+            cases.append(Case(m, n, k, pair[0], pair[1], shape_set, pad, tuple(offsets)))
     order = {p: i for i, p in enumerate(PAIRS)}
     cases.sort(key=lambda c: (c.flop, c.m, c.n, c.k, order[c.pair]))
     return cases
@@ -765,17 +811,36 @@ def explain_kernel(sgblas: Any, handle: Any, case: Case, a: Any, b: Any, c: Any)
 # Correctness cross-checks
 
 
-def _fview(buffer: Any, rows: int, cols: int) -> Any:
-    """The column-major rows x cols matrix in a flat buffer, as a 2-D (Fortran-order) view."""
-    return buffer.reshape((cols, rows)).T
+def _fview(buffer: Any, rows: int, cols: int, ld: int | None = None, xp: Any = None) -> Any:
+    """The column-major rows x cols matrix with leading dimension ``ld`` (default ``rows``) that
+    starts at ``buffer[0]``, as a 2-D view; ``xp`` is the array module (NumPy by default).
+
+    The buffer may end at the matrix's last element: with ld > rows its size is
+    ``(cols - 1) * ld + rows``, less than ``ld * cols``, so no reshape of it can work.
+    """
+    ld = rows if ld is None else ld
+    if ld < rows:
+        raise ValueError(f"leading dimension {ld} is below the {rows} rows of the matrix")
+    extent = (cols - 1) * ld + rows if rows and cols else 0
+    if buffer.size < extent:
+        raise ValueError(f"a buffer of {buffer.size} elements cannot hold a {rows}x{cols} matrix "
+                         f"with leading dimension {ld} ({extent} elements)")
+    if ld == rows:
+        return buffer[:extent].reshape((cols, rows)).T
+    # Import the submodule by name: an array module need not load its ``lib`` on import.
+    module = "numpy" if xp is None else xp.__name__
+    tricks = importlib.import_module(f"{module}.lib.stride_tricks")
+    step = buffer.strides[0]
+    return tricks.as_strided(buffer, shape=(rows, cols), strides=(step, step * ld))
 
 
 def check_against_cublas(backend: CupyBackend, case: Case, c_sgblas: Any, c_cublas: Any,
                          a: Any, b: Any, tolerance: float, fp64: bool) -> dict[str, Any]:
     """Relative Frobenius error of sgblas against cuBLAS PEDANTIC, plus both against float64."""
     cp = backend.cp
-    sg = _fview(c_sgblas, case.m, case.n).astype(cp.float64)
-    cb = _fview(c_cublas, case.m, case.n).astype(cp.float64)
+    # astype copies out of the strided views: the ld padding (NaN in C) is left behind.
+    sg = _fview(c_sgblas, case.m, case.n, case.ldc, cp).astype(cp.float64)
+    cb = _fview(c_cublas, case.m, case.n, case.ldc, cp).astype(cp.float64)
     ref_norm = float(cp.linalg.norm(cb))
     rel = float(cp.linalg.norm(sg - cb)) / ref_norm if ref_norm > 0 else float("nan")
     check: dict[str, Any] = {
@@ -787,8 +852,8 @@ def check_against_cublas(backend: CupyBackend, case: Case, c_sgblas: Any, c_cubl
         "nonfinite_sgblas": int((~cp.isfinite(sg)).sum()),
     }
     if fp64:
-        a64 = _fview(a, *case.a_dims).astype(cp.float64)
-        b64 = _fview(b, *case.b_dims).astype(cp.float64)
+        a64 = _fview(a, *case.a_dims, case.lda, cp).astype(cp.float64)
+        b64 = _fview(b, *case.b_dims, case.ldb, cp).astype(cp.float64)
         op_a = a64.T if case.transa == "T" else a64
         op_b = b64.T if case.transb == "T" else b64
         exact = op_a @ op_b
@@ -809,9 +874,9 @@ def check_by_projection(backend: Backend, case: Case, c_sgblas: Any, a: Any, b: 
     import numpy as np
 
     x = np.random.default_rng(seed).standard_normal(case.n)
-    c = _fview(backend.to_host(c_sgblas), case.m, case.n)
-    a_host = _fview(backend.to_host(a), *case.a_dims)
-    b_host = _fview(backend.to_host(b), *case.b_dims)
+    c = _fview(backend.to_host(c_sgblas), case.m, case.n, case.ldc, np)
+    a_host = _fview(backend.to_host(a), *case.a_dims, case.lda, np)
+    b_host = _fview(backend.to_host(b), *case.b_dims, case.ldb, np)
     op_a = a_host.T if case.transa == "T" else a_host
     op_b = b_host.T if case.transb == "T" else b_host
     exact = op_a.astype(np.float64) @ (op_b.astype(np.float64) @ x)
@@ -847,9 +912,11 @@ def run_case(index: int, case: Case, *, sgblas: Any, handle: Any, backend: Backe
     nsets = buffer_sets(case.working_set_bytes, l2_bytes, args.l2_multiple, args.max_sets)
     record["buffer_sets"] = nsets
     t_setup = time.perf_counter()
-    na, nb, nc = case.elements
-    drawn = backend.random_arrays([na, nb, nc] * nsets, _seed(args.seed, index))
-    sets = [tuple(drawn[3 * s:3 * s + 3]) for s in range(nsets)]
+    oa, ob, oc = case.offsets
+    drawn = backend.random_arrays(list(case.allocated) * nsets, _seed(args.seed, index))
+    # Every user of a buffer (sgblas, cuBLAS's pointers, explain, the checks) gets the view
+    # that starts at the offset, so the pointers carry the misalignment being timed.
+    sets = [(drawn[3 * s][oa:], drawn[3 * s + 1][ob:], drawn[3 * s + 2][oc:]) for s in range(nsets)]
     del drawn
     backend.synchronize()
     record["setup_s"] = time.perf_counter() - t_setup
@@ -859,7 +926,7 @@ def run_case(index: int, case: Case, *, sgblas: Any, handle: Any, backend: Backe
 
     # Correctness first: it is also every library's first call on this shape.
     t_check = time.perf_counter()
-    c_sgblas = backend.nan_filled(nc)  # a NaN left anywhere fails the check
+    c_sgblas = backend.nan_filled(case.allocated[2])[oc:]  # a NaN left in C fails the check
     backend.synchronize()
     first_call_s = {}
     t0 = time.perf_counter()
@@ -867,7 +934,7 @@ def run_case(index: int, case: Case, *, sgblas: Any, handle: Any, backend: Backe
     backend.synchronize()
     first_call_s["sgblas"] = time.perf_counter() - t0
     if cublas is not None:
-        c_cublas = backend.nan_filled(nc)
+        c_cublas = backend.nan_filled(case.allocated[2])[oc:]
         backend.synchronize()
         t0 = time.perf_counter()
         cublas(case, backend.pointer(a0), backend.pointer(b0), backend.pointer(c_cublas))
@@ -942,6 +1009,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                        help="drop built-in shapes with a dimension above N")
     group.add_argument("--quick", action="store_true",
                        help="square 1024 and 4096 plus two rectangular shapes, short timings")
+    group.add_argument("--pad", type=int, default=0, metavar="P",
+                       help="add P to every leading dimension: lda = rows of A as stored + P, "
+                            "ldb likewise, ldc = m + P (default: 0)")
+    group.add_argument("--offset", type=parse_offsets, default=(0, 0, 0), metavar="O|OA,OB,OC",
+                       help="start A, B and C O (or OA, OB, OC) float32 elements past the start of "
+                            "their allocations; not a multiple of 4 leaves a pointer only 4-byte "
+                            "aligned (default: 0)")
     group.add_argument("--list", action="store_true", help="print the cases and exit")
 
     group = parser.add_argument_group("timing")
@@ -995,6 +1069,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--min-reps is above --max-reps")
     if args.target_s <= 0 or args.max_case_s <= 0 or args.budget_s <= 0:
         parser.error("--target-s, --max-case-s and --budget-s must be positive")
+    if args.pad < 0:
+        parser.error(f"--pad {args.pad} is negative; it is added to each leading dimension, "
+                     f"so it must be 0 or more")
     return args
 
 
@@ -1023,10 +1100,11 @@ def _pick_backend(args: argparse.Namespace) -> tuple[Backend, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    cases = build_cases(selected_shapes(args), args.pairs)
+    cases = build_cases(selected_shapes(args), args.pairs, args.pad, args.offset)
+    width = max([20, *(len(case.label) for case in cases)])
     if args.list:
         for case in cases:
-            print(f"{case.label:>20} {case.pair}  {case.flop / 1e9:12.1f} GFLOP  "
+            print(f"{case.label:>{width}} {case.pair}  {case.flop / 1e9:12.1f} GFLOP  "
                   f"{case.working_set_bytes / 2**20:10.1f} MiB")
         print(f"{len(cases)} cases")
         return 0
@@ -1080,7 +1158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for index, case in enumerate(cases):
                 elapsed = time.perf_counter() - loop_started
-                prefix = f"[{index + 1:>2}/{len(cases)}] {case.label:>18} {case.pair}"
+                prefix = f"[{index + 1:>2}/{len(cases)}] {case.label:>{width - 2}} {case.pair}"
                 if elapsed > args.budget_s:
                     records.append(_skipped(case, f"time budget of {args.budget_s:g} s used up "
                                                   f"after {elapsed:.0f} s"))
@@ -1124,7 +1202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cublas_loaded_before_override": cublas_preloaded,
             "alpha": 1.0,
             "beta": 0.0,
-            "layout": "column-major, tight leading dimensions (lda = rows of A as stored)",
+            "layout": "column-major, " + (
+                f"leading dimensions padded by {args.pad} (lda = rows of A as stored + {args.pad})"
+                if args.pad else "tight leading dimensions (lda = rows of A as stored)") + (
+                f", A, B and C starting {tuple(args.offset)} float32 elements into their allocations"
+                if any(args.offset) else ""),
             "inputs": "standard normal float32, fresh per buffer set",
             "l2_bytes_assumed": l2_bytes,
             "sgblas_import_s": sgblas_import_s,
@@ -1155,6 +1237,7 @@ def _base_record(case: Case) -> dict[str, Any]:
         "m": case.m, "n": case.n, "k": case.k, "transa": case.transa, "transb": case.transb,
         "pair": case.pair, "shape_set": case.shape_set, "flop": case.flop,
         "lda": case.lda, "ldb": case.ldb, "ldc": case.ldc,
+        "pad": case.pad, "offsets": list(case.offsets),
         "working_set_bytes": case.working_set_bytes,
         "kernel": None, "sgblas": None, "cublas": None, "ratio": None, "check": None,
     }

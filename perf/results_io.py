@@ -120,8 +120,16 @@ def tflops(m: int, n: int, k: int, seconds: float | None) -> float | None:
     return 2.0 * m * n * k / seconds / 1e12
 
 
-def shape_label(m: int, n: int, k: int) -> str:
-    return f"{m}x{n}x{k}"
+def shape_label(m: int, n: int, k: int, pad: int = 0,
+                offsets: Sequence[int] | None = None) -> str:
+    """``MxNxK``, then `` ld+P`` for padded leading dimensions and `` off(OA,OB,OC)`` for
+    operands that start past their allocation, only when those are nonzero."""
+    label = f"{m}x{n}x{k}"
+    if pad:
+        label += f" ld+{pad}"
+    if offsets and any(offsets):
+        label += f" off({','.join(str(o) for o in offsets)})"
+    return label
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,7 +386,8 @@ def bench_markdown(doc: Mapping[str, Any]) -> str:
             reason = case.get("reason") or ""
             status = f"{status}: {reason}" if reason else status
         rows.append([
-            shape_label(case["m"], case["n"], case["k"]),
+            # Documents written before --pad and --offset lack the keys: tight and aligned.
+            shape_label(case["m"], case["n"], case["k"], case.get("pad") or 0, case.get("offsets")),
             case["pair"],
             case.get("kernel") or "-",
             _fmt((sg.get("tflops") or {}).get("median")),

@@ -76,6 +76,67 @@ def test_case_dimensions(pair, a_dims, b_dims):
     assert case.flop == 2 * 5 * 3 * 7
 
 
+@pytest.mark.parametrize("pair, lds, extents", [
+    # m=5, n=3, k=7, pad 2: A N is 5x7 -> lda 7, extent (7 - 1) * 7 + 5 = 47; C is 5x3 -> ldc 7, 19
+    ("NN", (7, 9, 7), (47, 25, 19)), ("NT", (7, 5, 7), (47, 33, 19)),
+    ("TN", (9, 9, 7), (43, 25, 19)), ("TT", (9, 5, 7), (43, 33, 19)),
+])
+def test_case_dimensions_with_pad_and_offsets(pair, lds, extents):
+    case = bench.Case(5, 3, 7, pair[0], pair[1], "custom", pad=2, offsets=(1, 2, 3))
+    assert (case.lda, case.ldb, case.ldc) == lds
+    assert case.elements == extents
+    assert case.allocated == (extents[0] + 1, extents[1] + 2, extents[2] + 3)
+    assert case.working_set_bytes == 4 * (sum(extents) + 6)
+    # the extent ends at the last element: one column of ld per column but the last
+    for (rows, cols), ld, extent in zip((case.a_dims, case.b_dims, (5, 3)), lds, extents):
+        assert extent == (cols - 1) * ld + rows < ld * cols
+
+
+def test_case_label_shows_pad_and_offsets():
+    assert bench.Case(5, 3, 7, "N", "N", "custom").label == "5x3x7"
+    assert bench.Case(5, 3, 7, "N", "N", "custom", pad=3, offsets=(1, 2, 3)).label == \
+        "5x3x7 ld+3 off(1,2,3)"
+    assert bench.Case(5, 3, 7, "N", "N", "custom", pad=3).label == "5x3x7 ld+3"
+    assert bench.Case(5, 3, 7, "N", "N", "custom", offsets=(0, 0, 1)).label == "5x3x7 off(0,0,1)"
+
+
+@pytest.mark.parametrize("argv, pad, offsets", [
+    ([], 0, (0, 0, 0)),
+    (["--offset", "3"], 0, (3, 3, 3)),
+    (["--offset", "1,2,3", "--pad", "4"], 4, (1, 2, 3)),
+    (["--offset", " 0, 5 ,0"], 0, (0, 5, 0)),
+])
+def test_pad_and_offset_arguments(argv, pad, offsets):
+    args = bench.parse_args(["--shape", "5x3x7", *argv])
+    assert args.pad == pad and tuple(args.offset) == offsets
+    cases = bench.build_cases(bench.selected_shapes(args), args.pairs, args.pad, args.offset)
+    assert len(cases) == 4
+    assert all(c.pad == pad and c.offsets == offsets for c in cases)
+    record = bench._base_record(cases[0])
+    assert record["pad"] == pad and record["offsets"] == list(offsets)
+    assert record["lda"] == 5 + pad
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--pad", "-1"], "--pad -1"), (["--offset=-1"], "'-1'"), (["--offset=1,-2,3"], "-2"),
+    (["--offset", "1,2"], "'1,2'"), (["--offset", "x"], "'x'"), (["--offset", "1,2,3,4"], "'1,2,3,4'"),
+])
+def test_bad_pad_and_offset_exit_naming_the_value(argv, named, capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(argv)
+    assert named in capsys.readouterr().err
+
+
+def test_list_shows_pad_and_offsets(capsys):
+    assert bench.main(["--list", "--pad", "3", "--offset", "1,2,3", "--shape", "50x40x30",
+                       "--pairs", "NN,TT"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "2 cases"
+    assert all("50x40x30 ld+3 off(1,2,3)" in line for line in lines[:2])
+    case = bench.Case(50, 40, 30, "N", "N", "custom", 3, (1, 2, 3))
+    assert f"{case.working_set_bytes / 2**20:10.1f} MiB" in lines[0]
+
+
 def test_selected_shapes_options():
     quick = bench.parse_args(["--quick"])
     assert [s[:3] for s in bench.selected_shapes(quick)] == [
@@ -281,6 +342,21 @@ def test_markdown_tables():
     assert "import sgblas" in results_io.startup_markdown(synthetic_overhead())
 
 
+def test_markdown_shows_pad_and_offsets_and_old_documents_still_load():
+    doc = synthetic_bench()
+    padded = bench.Case(64, 32, 16, "T", "N", "custom", pad=3, offsets=(1, 2, 3))
+    doc["cases"][0].update({k: v for k, v in bench._base_record(padded).items()
+                            if k not in ("kernel", "sgblas", "cublas", "ratio", "check")})
+    results_io.validate_bench(doc)
+    lines = results_io.bench_markdown(doc).splitlines()
+    assert lines[2].startswith("| 64x32x16 ld+3 off(1,2,3) | TN |")
+    assert lines[3].startswith(f"| {doc['cases'][1]['m']}x") and "ld+" not in lines[3]
+    for case in doc["cases"]:  # a document written before the options existed
+        case.pop("pad"), case.pop("offsets")
+    results_io.validate_bench(doc)
+    assert results_io.bench_markdown(doc).splitlines()[2].startswith("| 64x32x16 | TN |")
+
+
 def test_results_name_no_local_folders():
     root = str(environment.REPO_ROOT)
     text = (f'File "{root}/perf/bench.py", line 3\n'
@@ -436,6 +512,24 @@ def test_bench_dry_run_under_simulator(tmp_path, monkeypatch, capsys):
 
 
 @simulator_only
+def test_bench_dry_run_with_pad_and_offsets_under_simulator(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    rc = bench.main(["--shape", "9x7x5", "--pairs", "TN", "--reps", "2", "--warmup", "1",
+                     "--pad", "3", "--offset", "1,2,3", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    (path,) = tmp_path.glob("bench_*.json")
+    (case,) = results_io.load_results(path)["cases"]
+    assert case["status"] == "ok", case
+    assert (case["lda"], case["ldb"], case["ldc"]) == (8, 8, 12)
+    assert case["pad"] == 3 and case["offsets"] == [1, 2, 3]
+    assert case["check"]["passed"] and case["check"]["nonfinite_sgblas"] == 0
+    # Every ld is a multiple of 4 here: only the offset pointers can rule out 16-byte kernels.
+    assert "address" in case["explanation"] and "is not 16-byte aligned" in case["explanation"]
+    assert "| 9x7x5 ld+3 off(1,2,3) | TN |" in out
+
+
+@simulator_only
 def test_overhead_dry_run_under_simulator(tmp_path, capsys):
     rc = overhead.main(["--sizes", "4", "--calls", "2", "--repeats", "2", "--warmup-calls", "1",
                         "--methods", "sgemm_numba,cublas_cupy,numba_launch", "--no-startup",
@@ -510,6 +604,70 @@ def _product(case, rng):
     exact = (a2.T if case.transa == "T" else a2) @ (b2.T if case.transb == "T" else b2)
     flat = np.asfortranarray(exact).ravel(order="F")  # column-major, ldc = m
     return a, b, flat
+
+
+def _padded(matrix, ld, offset, fill=np.nan):
+    """``matrix`` column-major with leading dimension ``ld``, ``offset`` elements into a float32
+    buffer that ends at its last element; everything else is ``fill``. Returns (buffer, view)."""
+    rows, cols = matrix.shape
+    buffer = np.full(offset + (cols - 1) * ld + rows, fill, dtype=np.float32)
+    for j in range(cols):
+        buffer[offset + j * ld:offset + j * ld + rows] = matrix[:, j]
+    return buffer, buffer[offset:]
+
+
+def _padded_product(case, rng):
+    """A, B and the float32 product C of ``case`` in buffers with its pad and offsets, NaN in
+    the padding and ahead of the offsets, so that a check that read either would fail."""
+    a = rng.standard_normal(case.a_dims)
+    b = rng.standard_normal(case.b_dims)
+    exact = (a.T if case.transa == "T" else a) @ (b.T if case.transb == "T" else b)
+    oa, ob, oc = case.offsets
+    return (_padded(a, case.lda, oa)[1], _padded(b, case.ldb, ob)[1],
+            _padded(exact, case.ldc, oc)[1])
+
+
+def test_fview_with_padded_leading_dimension():
+    rows, cols, ld, offset = 5, 3, 7, 2
+    buffer = np.arange(offset + (cols - 1) * ld + rows, dtype=np.float32)  # ends at the last element
+    view = bench._fview(buffer[offset:], rows, cols, ld)
+    expected = np.array([[offset + j * ld + i for j in range(cols)] for i in range(rows)])
+    assert view.shape == (rows, cols)
+    np.testing.assert_array_equal(view, expected)
+    assert view[-1, -1] == buffer[-1]
+    np.testing.assert_array_equal(view.astype(np.float64), expected)
+    np.testing.assert_array_equal(bench._fview(buffer[offset:], rows, cols, ld, np), expected)
+    # ld == rows keeps the plain reshape, and a longer buffer is fine
+    tight = np.arange(20, dtype=np.float32)
+    np.testing.assert_array_equal(bench._fview(tight, 4, 3), tight[:12].reshape(3, 4).T)
+    with pytest.raises(ValueError, match="cannot hold"):
+        bench._fview(buffer[offset + 1:], rows, cols, ld)  # one element short
+    with pytest.raises(ValueError, match="below"):
+        bench._fview(buffer, rows, cols, rows - 1)
+
+
+@pytest.mark.parametrize("pair", bench.PAIRS)
+def test_cross_checks_with_pad_and_offsets(pair):
+    case = bench.Case(13, 9, 21, pair[0], pair[1], "custom", pad=3, offsets=(1, 2, 3))
+    rng = np.random.default_rng(7)
+    a, b, c = _padded_product(case, rng)
+    assert c.size == case.elements[2] and np.isnan(c).sum() == (case.n - 1) * case.pad
+    check = bench.check_by_projection(_NumpyAsCupy(), case, c, a, b, 1e-5, 1)
+    assert check["passed"] and check["nonfinite_sgblas"] == 0 and check["rel_error"] < 1e-6
+    check = bench.check_against_cublas(_NumpyAsCupy(), case, c, c.copy(), a, b, 1e-5, True)
+    assert check["passed"] and check["rel_error"] == 0 and check["fp64"]["sgblas"] < 1e-6
+    # a NaN left in C itself fails both checks; the NaN in the ld padding did not
+    c_nan = c.copy()
+    c_nan[(case.n - 1) * case.ldc + case.m - 1] = np.nan  # the last element of C
+    check = bench.check_by_projection(_NumpyAsCupy(), case, c_nan, a, b, 1e-5, 1)
+    assert not check["passed"] and check["nonfinite_sgblas"] == 1
+    check = bench.check_against_cublas(_NumpyAsCupy(), case, c_nan, c, a, b, 1e-5, False)
+    assert not check["passed"] and check["nonfinite_sgblas"] == 1
+    # C read with the tight ldc (the bug the pad guards against) is wrong
+    tight = bench.Case(13, 9, 21, pair[0], pair[1], "custom")
+    assert bench._fview(c, 13, 9, tight.ldc).shape == (13, 9)
+    assert not np.allclose(np.nan_to_num(bench._fview(c, 13, 9, tight.ldc)),
+                           bench._fview(c, 13, 9, case.ldc))
 
 
 @pytest.mark.parametrize("pair", bench.PAIRS)
