@@ -347,7 +347,9 @@ class Explanation(NamedTuple):
     ``kernel`` is the variant name, or None when nothing would be launched or the call is
     invalid (then ``status`` and ``message`` say why); ``alignment`` its alignment class in
     bytes. ``refusals`` are the variants that cannot run the problem, ``passed_over`` those
-    that could but that the heuristic ranked lower, each as ``(name, reason)``.
+    that could but that the heuristic ranked lower, each as ``(name, reason)``. ``tail``: when
+    ``kernel`` runs only the whole waves of its CTAs (a tail plan), each rectangle of C left
+    as ``(row0, col0, rows, cols, kernel)``; ``message`` says how each is split.
     """
 
     kernel: str | None
@@ -356,12 +358,14 @@ class Explanation(NamedTuple):
     message: str
     passed_over: tuple[tuple[str, str], ...] = ()
     alignment: int | None = None
+    tail: tuple[tuple[int, int, int, int, str], ...] = ()
 
     def __str__(self) -> str:
         head = f"kernel: {self.kernel or '(none)'}"
         if self.alignment is not None:
             head += f" (alignment class {self.alignment} bytes)"
         lines = [head + (f" ({self.message})" if self.message else "")]
+        lines += [f"  then C[{r0}:{r0 + rows}, {c0}:{c0 + cols}] by {name}" for r0, c0, rows, cols, name in self.tail]
         lines += [f"  cannot run {name}: {reason}" for name, reason in self.refusals]
         lines += [f"  not chosen {name}: {reason}" for name, reason in self.passed_over]
         return "\n".join(lines)
@@ -387,5 +391,6 @@ def explain(handle: Handle, transa: str, transb: str, m: int, n: int, k: int,
                            choice.passed_over)
     # A packed variant reads the caller's arrays with 4-byte accesses (its 16-byte ones are of its copies).
     alignment = getattr(choice.spec.config, "c_align", 0) or choice.spec.align
+    tail = tuple((*rect, sub.spec.name) for rect, sub in choice.tail)
     return Explanation(choice.spec.name, choice.refused, Status.SUCCESS, choice.note, choice.passed_over,
-                       alignment)
+                       alignment, tail)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from sgblas.runtime.device import DeviceProperties
 from sgblas.testing import GemmCase as Case
 from sgblas.testing import column_major, stored_shape
 
@@ -25,6 +26,25 @@ __all__ = ["Case", "column_major", "stored_shape", "REPO", "TESTS", "child_env",
 #: The checkout's root, and its tests folder.
 REPO: str = str(Path(__file__).resolve().parents[1])
 TESTS: str = str(Path(__file__).resolve().parent)
+
+
+#: Device properties of an H200 (132 SMs), for host tests of the dispatch rules.
+H200_PROPS = DeviceProperties(132, 2048, 32, 65536, 233472)
+#: A 16-byte aligned device-like address, and a workspace the size of the handle's default.
+ALIGNED = 0x7F0000000000
+WORKSPACE = 32 * 1024 * 1024
+
+
+def problem(cc=(9, 0), ta="N", tb="N", m=4096, n=4096, k=4096, lda=None, ldb=None, ldc=None,
+            a=ALIGNED, b=ALIGNED + 2**32, c=ALIGNED + 2**33, mode=None):
+    """A ``GemmProblem`` with tight leading dimensions unless given, at aligned addresses."""
+    from sgblas.enums import MathMode
+    from sgblas.kernels.problem import GemmProblem
+
+    lda = lda if lda is not None else (m if ta == "N" else k)
+    ldb = ldb if ldb is not None else (k if tb == "N" else n)
+    ldc = ldc if ldc is not None else m
+    return GemmProblem(cc, mode or MathMode.FP32, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
 
 
 def child_env(*, drop: Iterable[str] = (), **variables: str) -> dict[str, str]:

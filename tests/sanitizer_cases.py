@@ -119,7 +119,7 @@ def find_shape(handle, spec: Any, kind: str) -> Shape | None:
 
 
 def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: Shape, alpha: float,
-                  beta: float, seed: int, uninitialised_c: bool) -> Outcome:
+                  beta: float, seed: int, uninitialised_c: bool, want_tail: bool = False) -> Outcome:
     """One call through sgemm, checked against the float64 reference (:mod:`sgblas.testing`).
 
     ``expected_kernel`` is pinned for the call's shape class (``plan_for(..., pin=)``), so the
@@ -161,13 +161,19 @@ def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: 
         return plan_for(handle, ta, tb, m, n, k, reads, ptrs[0] if reads else 0, lda, ptrs[1] if reads else 0, ldb,
                         ptrs[2], ldc, pin=by_name(expected_kernel) if pin and expected_kernel and reads else None)
 
-    ran = plan(True).spec.name
+    planned = plan(True)
+    ran = planned.spec.name
     if expected_kernel is not None and ran != expected_kernel:
         return Outcome(False, f"FAIL {label}: the plan runs {ran}, not {expected_kernel}")
+    if want_tail:
+        if not planned.tail:
+            return Outcome(False, f"FAIL {label}: {ran} runs it without a tail plan")
+        ran += " + " + " + ".join(f"{sub.spec.name} x{sub.splits}" for sub, *_ in planned.tail)
+        label += f" ({planned.grid[0]} CTAs, then {len(planned.tail)} rectangles)"
     t0 = time.perf_counter()
     status = sgblas.sgemm(handle, ta, tb, m, n, k, alpha, dA, lda, dB, ldb, beta, dC, ldc)
-    if plan(False).spec.name != ran:
-        return Outcome(False, f"FAIL {label}: the call ran {plan(False).spec.name}, not {ran}")
+    if plan(False) is not planned:
+        return Outcome(False, f"FAIL {label}: the call ran another plan than {ran}")
     if status != sgblas.Status.SUCCESS:
         return Outcome(False, f"FAIL {label}: status {status.name}: {sgblas.last_error_message()}")
     if blank_c:  # read only what the kernel wrote: the m x n elements, column by column
@@ -186,6 +192,52 @@ def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: 
     if error is not None:
         return Outcome(False, f"FAIL {label} [{ran}]: {error}")
     return Outcome(True, f"ok   {label} [{ran}] worst {ratio:.3f} of tolerance, {seconds:.3f} s")
+
+
+#: Tail plans at small sizes: (m, n, SMs of the notional device that makes them tail plans).
+#: 300 x 300 on 3 SMs: 9 tiles of 128 x 128 on 6 slots, the whole wave 6 CTAs and one
+#: rectangle of 3 tiles left; 1100 x 300 on 9 SMs: 27 tiles on 18 slots, the whole wave 16 CTAs
+#: and two rectangles (the rest of the first group's columns, and the rows below the group).
+#: Every pair takes the plan at both (at 1100 x 200 on 6 SMs TN and TT did not: their 128x64
+#: tiles fill the 1024 x 72 rectangle's GPU, so it would not split).
+TAIL_PLANS = ((300, 300, 3), (1100, 300, 9))
+
+
+def run_tail_plans(pairs: Iterable[str], shapes: Iterable[tuple[int, int, int]], betas: Iterable[float],
+                   seed: int, uninitialised_c: bool) -> tuple[int, int, list[str]]:
+    """Tail plans (rule 6) of every pair in ``pairs`` and both alignment classes ("aligned" and
+    "odd" leading dimensions), through ``sgemm`` on a handle that sees a device with few SMs,
+    so that small shapes take them; k is long enough for the rectangles to split. Returns
+    (cases, failures, lines)."""
+    import sgblas
+    from sgblas.dispatch import heuristic, plan as planning
+    from sgblas.runtime.device import DeviceProperties
+
+    k = 2 * heuristic.MIN_SPLIT_CHUNK + 88
+    cases = failures = 0
+    lines = []
+    handle = sgblas.Handle()
+    real = handle.properties
+    try:
+        for m, n, sms in shapes:
+            planning.forget_plans()  # the memo is shared by device, not by the properties set here
+            handle.properties = DeviceProperties(sms, real.max_threads_per_sm, real.max_blocks_per_sm,
+                                                 real.registers_per_sm, real.shared_bytes_per_sm,
+                                                 real.programmatic_launch)
+            for pair in pairs:
+                for mode in ("aligned", "odd"):
+                    for beta in betas:
+                        seed += 1
+                        out = run_gemm_case(handle, None, pair[0], pair[1], Shape("plan", m, n, k, mode), -1.25,
+                                            beta, seed, uninitialised_c, want_tail=True)
+                        cases += 1
+                        failures += not out.ok
+                        lines.append(f"{'tail plan':<36} {out.line}")
+    finally:
+        handle.properties = real
+        planning.forget_plans()
+        handle.close()
+    return cases, failures, lines
 
 
 def gemm_variants() -> list[Any]:
@@ -216,8 +268,8 @@ def _fill_the_bindings_table_first() -> None:
     driver.cuDriverGetVersion()
 
 
-def _load_only(variant: str) -> None:
-    """Load only the variants whose name holds ``variant``, and the scale, reduction and packing
+def _load_only(*words: str) -> None:
+    """Load only the variants whose name holds one of ``words``, and the scale, reduction and packing
     kernels that their plans may launch, before the handle is made (it then finds them loaded).
     Under racecheck, initcheck and synccheck each module takes seconds to load, and loading all
     of the registry took longer than a tool's whole run was given (docs/reliability.md)."""
@@ -227,7 +279,7 @@ def _load_only(variant: str) -> None:
     from sgblas.runtime.device import current_device
 
     keep = {SCALE_KERNEL.name, reduce.NAME, pack.NAME}
-    loader.load_device(current_device(), [s for s in REGISTRY if variant in s.name or s.name in keep])
+    loader.load_device(current_device(), [s for s in REGISTRY if any(w in s.name for w in words) or s.name in keep])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uninitialised-c", action="store_true",
                         help="with beta == 0, leave C uninitialised (for initcheck: proves C is not read)")
     parser.add_argument("--list", action="store_true", help="print the chosen shapes and exit")
+    parser.add_argument("--tail-plans", default="", metavar="PAIRS",
+                        help="also run tail plans of these pairs (comma-separated, e.g. NN,TN) on a handle that "
+                             "sees a device with few SMs; with --variant none, only those")
+    parser.add_argument("--tail-shapes", type=int, default=len(TAIL_PLANS), metavar="N",
+                        help=f"the first N of the tail plans' shapes (default all {len(TAIL_PLANS)})")
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
     betas = [float(b) for b in args.betas.split(",") if b]
@@ -249,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     import sgblas
     from sgblas.runtime.device import SIMULATOR
 
+    tail_pairs = [p.strip().upper() for p in args.tail_plans.split(",") if p.strip()]
     if args.variant and not SIMULATOR:
-        _load_only(args.variant)
+        # A tail plan runs each pair's 128x128 tile kernel and slice kernel, 16- and 4-byte.
+        _load_only(args.variant, *(f"_{p.lower()}_128x128x16_2s_a" for p in tail_pairs))
     handle = sgblas.Handle()
     print(f"sgblas {sgblas.__version__}, device {handle.device} cc {handle.cc}"
           f"{' (CUDA simulator)' if SIMULATOR else ''}", flush=True)
@@ -296,6 +355,12 @@ def main(argv: list[str] | None = None) -> int:
                     failures += not out.ok
                     print(f"{SCALE_KERNEL.name:<36} {out.line}", flush=True)
 
+    if args.tail_plans and not args.list:
+        n_cases, n_failed, lines = run_tail_plans(tail_pairs, TAIL_PLANS[:args.tail_shapes], betas,
+                                                  seed, args.uninitialised_c)
+        cases += n_cases
+        failures += n_failed
+        print("\n".join(lines), flush=True)
     if args.list:
         return 2 if unreached else 0
     print(f"{cases} cases, {failures} failed, {len(unreached)} variant/shape kinds not reached"

@@ -53,6 +53,14 @@ accepts:
    fixed (:func:`sgblas.kernels.reduce.order`), so the bits depend on S: the same shape on the
    same device and workspace size gives the same bits.
 
+6. A tail plan (:mod:`sgblas.dispatch.waves`) replaces a tile kernel's one launch when its
+   CTAs' whole waves are less than :data:`TAIL_WAVE_BELOW` full (:func:`tail_pays`): the tile
+   kernel runs the CTAs of its whole waves, and the tiles its last wave would hold, at most two
+   rectangles of C, run as sub-problems whose K is split (rules 4 and 5; a skinny kernel when
+   a rectangle is that thin). The plan module takes it only when every rectangle is so run.
+   The 4-byte slice kernels split only these rectangles: other few-tile problems of the
+   4-byte class keep the tile kernels, as before those slice kernels existed.
+
 ``docs/design.md`` gives the measurements behind the thresholds.
 """
 
@@ -60,6 +68,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
+from sgblas.dispatch import waves
 from sgblas.kernels import skinny, splitk
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
@@ -70,7 +79,7 @@ __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", 
            "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas",
            "fill", "rank", "split_of", "split_for", "pinned_split", "is_backstop", "thread_tile",
            "wide_thread_tile_pays", "eight_lanes_pay", "packing_pays", "smaller_tile_pays", "WAVE_SWAP_BELOW",
-           "WAVE_SWAP_FROM"]
+           "WAVE_SWAP_FROM", "TAIL_WAVE_BELOW", "tail_pays", "NARROW_SPLIT_NOTE"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -85,6 +94,13 @@ MIN_SPLIT_CHUNK: int = 256
 #: TN's 4-byte class takes the 128x64 row (:func:`smaller_tile_pays`; docs/tuning.md, run S).
 WAVE_SWAP_BELOW: float = 0.8
 WAVE_SWAP_FROM: float = 0.94
+#: Rule 6: the whole-wave fill of a tile kernel's CTAs below which a tail plan splits off the
+#: tiles of its last wave (:func:`tail_pays`; docs/tuning.md, run T).
+TAIL_WAVE_BELOW: float = 0.94
+#: Why a 4-byte slice kernel is passed over outside a tail plan's rectangles.
+NARROW_SPLIT_NOTE: str = ("the 4-byte slice kernels split only a tail plan's rectangles (rule 6); a few-tile "
+                          "problem in the 4-byte class keeps the tile kernels, as it ran before they existed "
+                          "(its split was not timed against them)")
 #: The least size of a skinny product's large operand, in bytes, for the skinny kernels: below
 #: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
@@ -182,6 +198,26 @@ def smaller_tile_pays(large: KernelSpec, small: KernelSpec, p: GemmProblem, prop
             and not eight_lanes_pay(p)
             and _wave_fill(ctas(large, p), slots(large, props)) < WAVE_SWAP_BELOW
             and _wave_fill(ctas(small, p), slots(small, props)) >= WAVE_SWAP_FROM)
+
+
+def tail_pays(spec: KernelSpec, p: GemmProblem, props: DeviceProperties) -> waves.Tail | None:
+    """The tail plan of ``p`` on ``spec``, a tile kernel that rule 3 chose, when its last wave
+    would leave the GPU idle enough to pay for it; else None.
+
+    ``spec``'s CTAs take ``w`` whole waves of the slots the GPU holds; when they fill less than
+    :data:`TAIL_WAVE_BELOW` of them, the last wave runs as long as a full one with most slots
+    idle, and splitting its tiles' K fills them (docs/tuning.md, run T: at 5000^3, 6 waves and
+    16 CTAs, the plan ran 7% faster; where more than 95% of the slots were busy, it gained
+    nothing measurable). Only the 1-launch tile kernels: a packed variant's workspace holds its
+    copies, and a split's CTAs fill their waves already."""
+    if spec.role != "gemm" or is_backstop(spec) or spec.config is None:
+        return None
+    n_slots = slots(spec, props)
+    if _wave_fill(ctas(spec, p), n_slots) >= TAIL_WAVE_BELOW:
+        return None
+    tail = waves.tail_of(p.m, p.n, spec.tile[0], spec.tile[1], spec.config.group_m, n_slots)
+    # The cut falls back to a column of its group; the rest must still be less than a wave.
+    return tail if tail is not None and ctas(spec, p) - tail.ctas < n_slots else None
 
 
 def packing_pays(packed: KernelSpec, best: KernelSpec | None, p: GemmProblem, props: DeviceProperties) -> str | None:
@@ -366,9 +402,11 @@ def pinned_split(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, work
 
 
 def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
-         workspace_bytes: int) -> list[Ranked]:
+         workspace_bytes: int, rectangle: bool = False) -> list[Ranked]:
     """``legal`` (GEMM variants that can run ``p``) in the order the heuristic prefers them,
-    each with the reason it was passed over."""
+    each with the reason it was passed over. ``rectangle``: ``p`` is a tail plan's rectangle
+    (rule 6), which the 4-byte slice kernels may split; other problems leave them out
+    (:data:`NARROW_SPLIT_NOTE`)."""
     fits, short = [], []
     for spec in legal:
         need = spec.workspace(p.m, p.n, p.k)
@@ -382,7 +420,8 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         small_reasons = {s.name: (f"the large operand has only {large} bytes (below {SKINNY_MIN_BYTES}): "
                                   f"launch latency, not bandwidth, bounds this product") for s in skinnies}
         skinnies = []
-    splits = [s for s, _ in fits if s.role == "splitk"]
+    splits = [s for s, _ in fits if s.role == "splitk" and (rectangle or s.align > 4)]
+    narrow = [s for s, _ in fits if s.role == "splitk" and not (rectangle or s.align > 4)]
     general = [s for s, _ in fits if is_backstop(s)]
     tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
     small_skinny = [s for s, _ in fits if s.role == "skinny"]
@@ -431,7 +470,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         why = (f"{spec.name} streams the large operand once: {'m' if spec.config.small == 'm' else 'n'}="
                f"{p.m if spec.config.small == 'm' else p.n} is at most {skinny.MP}, so the product is bound "
                f"by memory bandwidth")
-        for spec2 in splits + order + packed + general:
+        for spec2 in splits + narrow + order + packed + general:
             out.append(Ranked(spec2, why, None))
         return out + _short(short, workspace_bytes)
 
@@ -482,6 +521,8 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     for spec in splits:
         if spec is not (chosen[0] if chosen else None):
             out.append(Ranked(spec, split_reasons.get(spec.name, "another variant was chosen")))
+    for spec in narrow:
+        out.append(Ranked(spec, NARROW_SPLIT_NOTE))
     for spec in small_skinny:
         out.append(Ranked(spec, small_reasons[spec.name]))
     for spec in packed:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Any, NamedTuple
 
-from sgblas.dispatch import heuristic
+from sgblas.dispatch import heuristic, waves
 from sgblas.dispatch.heuristic import Split
 from sgblas.kernels import pack as _pack
 from sgblas.kernels import packed as _packed
@@ -77,6 +77,10 @@ class Choice(NamedTuple):
     passed_over: tuple[tuple[str, str], ...]
     split: Split | None = None
     note: str = ""
+    #: A tail plan (rule 6): ``spec`` runs the first ``tail_ctas`` CTAs of its grid, and each
+    #: ``((row0, col0, rows, cols), Choice)`` the rectangle of C they leave out.
+    tail: tuple[tuple[tuple[int, int, int, int], "Choice"], ...] = ()
+    tail_ctas: int = 0
 
 
 class Plan(NamedTuple):
@@ -86,7 +90,10 @@ class Plan(NamedTuple):
     (``ldw`` rows per column) and ``reduce`` over ``reduce_grid`` adds them into C;
     ``c_vec`` says whether the reduction may access C with 16-byte vectors. For a packed variant
     ``pack`` copies A and B into the workspace first, ``copies`` holding ``(rows, cols, ldd,
-    grid)`` of A's copy and of B's (B's follows A's in the workspace). ``after``: every
+    grid)`` of A's copy and of B's (B's follows A's in the workspace). A tail plan's ``grid``
+    is its whole waves, and ``tail`` holds ``(plan, rows, cols, a_off, b_off, row0, col0)`` for
+    each rectangle of C left: its first elements' offsets into A and B (:func:`waves.offsets`),
+    and its first element's place in C (the offset depends on ldc, which the memo keys mod 4). ``after``: every
     launch of the plan goes with programmatic stream serialization, so that its CTAs are placed
     as the kernel ahead of it in the stream finishes (the device's kernels wait for that grid
     themselves: :data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`).
@@ -105,14 +112,18 @@ class Plan(NamedTuple):
     after: bool = False
     pack: LoadedKernel | None = None
     copies: tuple = ()
+    tail: tuple = ()
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
-           quick: bool = False) -> Choice:
+           quick: bool = False, rectangle: bool = False) -> Choice:
     """The GEMM variant for ``p``: legality (each spec's ``can_implement``), then the heuristic.
 
     ``quick`` (planning a call) skips the variants of other transpose pairs without wording
-    their refusals, which ``explain`` lists; the choice is the same.
+    their refusals, which ``explain`` lists; the choice is the same. A tile kernel may take a
+    tail plan (rule 6: :func:`sgblas.dispatch.heuristic.tail_pays`), each of whose rectangles
+    is chosen for as a problem of its own with ``rectangle`` (less than a wave: no tail of its
+    own; the 4-byte slice kernels may split it).
     """
     legal, refused = [], []
     pair = (p.transa, p.transb)
@@ -124,15 +135,52 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
             legal.append(spec)
         else:
             refused.append((spec.name, reason))
-    ranked = heuristic.rank(legal, p, props, workspace_bytes)
+    ranked = heuristic.rank(legal, p, props, workspace_bytes, rectangle)
     first = ranked[0] if ranked and ranked[0].reason is None else None
     passed = tuple((r.spec.name, r.reason) for r in ranked if r.reason is not None)
     if first is None:
         return Choice(None, tuple(refused), passed)
     note = _note(first.spec, first.split, p)
+    tail, tail_ctas = (), 0
+    if not rectangle:
+        plan = heuristic.tail_pays(first.spec, p, props)
+        if plan is not None:
+            tail = tuple((rect, choose(_sub_problem(p, rect), props, workspace_bytes, quick, rectangle=True))
+                         for rect in plan.rects)
+            if all(_splits_k(sub) for _, sub in tail):
+                tail_ctas = plan.ctas
+                note = "; ".join(filter(None, (note, _tail_note(first.spec, p, props, tail_ctas, tail))))
+            else:
+                tail = ()
     if props.programmatic_launch:
         note = "; ".join(filter(None, (note, LAUNCH_NOTE)))
-    return Choice(first.spec, tuple(refused), passed, first.split, note)
+    return Choice(first.spec, tuple(refused), passed, first.split, note, tail, tail_ctas)
+
+
+def _sub_problem(p: GemmProblem, rect: tuple[int, int, int, int]) -> GemmProblem:
+    """The sub-problem of ``p`` that computes C's rectangle ``rect``, K whole."""
+    row0, col0, rows, cols = rect
+    a, b, c = waves.offsets(p.transa, p.transb, p.lda, p.ldb, p.ldc, row0, col0)
+    return p._replace(m=rows, n=cols, a_ptr=p.a_ptr + 4 * a, b_ptr=p.b_ptr + 4 * b, c_ptr=p.c_ptr + 4 * c)
+
+
+def _splits_k(sub: Choice) -> bool:
+    """Whether a tail rectangle's choice fills the GPU with short CTAs: a split K, or a skinny
+    kernel (bound by memory, its CTAs short whatever K)."""
+    if sub.spec is None:
+        return False
+    return sub.spec.role == "skinny" or (sub.spec.role == "splitk" and sub.split is not None and sub.split.splits > 1)
+
+
+def _tail_note(spec: KernelSpec, p: GemmProblem, props: _device.DeviceProperties, tail_ctas: int,
+               tail: tuple) -> str:
+    total, n_slots = heuristic.ctas(spec, p), heuristic.slots(spec, props)
+    parts = ", ".join(f"{rows}x{cols} at ({row0}, {col0}) by {sub.spec.name}"
+                      + (f" with K split {sub.split.splits} ways" if sub.split and sub.split.splits > 1 else "")
+                      for (row0, col0, rows, cols), sub in tail)
+    return (f"its {total} CTAs would take {-(-total // n_slots)} waves of {n_slots} with the last one "
+            f"{total % n_slots / n_slots:.0%} full, so it runs the first {tail_ctas} and the rest of C as "
+            f"{parts}, one after another on the handle's stream")
 
 
 #: What ``explain`` adds on a device whose plans launch behind the work ahead (``Plan.after``).
@@ -183,6 +231,9 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
             if choice.spec is None:
                 return None
             plan = make_plan(handle, choice.spec, choice.split, m, n, k, c_ptr, ldc)
+            if choice.tail:
+                plan = plan._replace(grid=(choice.tail_ctas, 1, 1), tail=tuple(
+                    _tail_part(handle, sub, rect, ta, tb, k, lda, ldb, c_ptr, ldc) for rect, sub in choice.tail))
         else:
             spec = registry.SCALE_KERNEL
             plan = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k),
@@ -219,6 +270,15 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
                 handle._kernels[red.name], red.grid(m, n, k), c_vec, after)
 
 
+def _tail_part(handle: Any, sub: Choice, rect: tuple[int, int, int, int], ta: str, tb: str, k: int,
+               lda: int, ldb: int, c_ptr: int, ldc: int) -> tuple:
+    row0, col0, rows, cols = rect
+    a_off, b_off, c_off = waves.offsets(ta, tb, lda, ldb, ldc, row0, col0)
+    # lda and ldb are keys of the memo, ldc only mod 4: C's offset is taken at each call.
+    return (make_plan(handle, sub.spec, sub.split, rows, cols, k, c_ptr + 4 * c_off, ldc), rows, cols,
+            a_off, b_off, row0, col0)
+
+
 def _split_grid(spec: KernelSpec, m: int, n: int, splits: int) -> tuple[int, int, int]:
     x, _, z = spec.grid(m, n, 0)
     return (x, splits, z)
@@ -240,35 +300,49 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
     if raw_stream <= 2 and handle._context and _device.current_context_handle() != handle._context:
         _device.push_context(handle._context)
         pushed = True
-    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies = plan
     try:
-        if role == "gemm":
-            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          beta, c_ptr, c_extent, ldc), after)
-        elif role == "packed":
-            # A's and B's copies into the workspace, then the GEMM from them: the same stream orders
-            # the three, and the copies of the next call on this handle come after this GEMM.
-            (ra, ca, la, ga), (rb, cb, lb, gb) = copies
-            wa = handle.workspace_ptr
-            wb = wa + 4 * la * ca
-            launch(pack, ga, stream, (ra, ca, a_ptr, a_extent, lda, wa, la * ca, la), after)
-            launch(pack, gb, stream, (rb, cb, b_ptr, b_extent, ldb, wb, lb * cb, lb), after)
-            launch(kernel, grid, stream, (m, n, k, alpha, wa, la * ca, la, wb, lb * cb, lb,
-                                          beta, c_ptr, c_extent, ldc), after)
-        elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
-            launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
-        elif splits == 1:  # a skinny kernel writing C itself
-            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          beta, c_ptr, c_extent, ldc, k_chunk), after)
-        else:
-            # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
-            # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
-            ws_ptr = handle.workspace_ptr
-            ws_extent = splits * ldw * n
-            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
-            launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
-                                                 c_ptr, c_extent, ldc, c_vec), after)
+        _enqueue(handle, stream, plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb, beta,
+                 c_ptr, c_extent, ldc)
     finally:
         if pushed:
             _device.pop_context()
+
+
+def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr: int,
+             a_extent: int, lda: int, b_ptr: int, b_extent: int, ldb: int, beta: float, c_ptr: int,
+             c_extent: int, ldc: int) -> None:
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail = plan
+    if role == "gemm":
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      beta, c_ptr, c_extent, ldc), after)
+        # A tail plan: the rectangles of C the whole waves leave, each the sub-problem over
+        # its part of the same arrays (disjoint parts of C; the split ones share the
+        # workspace, one after another on the stream).
+        for sub, rows, cols, a_off, b_off, row0, col0 in tail:
+            c_off = row0 + col0 * ldc
+            _enqueue(handle, stream, sub, rows, cols, k, alpha, a_ptr + 4 * a_off, a_extent - a_off, lda,
+                     b_ptr + 4 * b_off, b_extent - b_off, ldb, beta, c_ptr + 4 * c_off, c_extent - c_off, ldc)
+    elif role == "packed":
+        # A's and B's copies into the workspace, then the GEMM from them: the same stream orders
+        # the three, and the copies of the next call on this handle come after this GEMM.
+        (ra, ca, la, ga), (rb, cb, lb, gb) = copies
+        wa = handle.workspace_ptr
+        wb = wa + 4 * la * ca
+        launch(pack, ga, stream, (ra, ca, a_ptr, a_extent, lda, wa, la * ca, la), after)
+        launch(pack, gb, stream, (rb, cb, b_ptr, b_extent, ldb, wb, lb * cb, lb), after)
+        launch(kernel, grid, stream, (m, n, k, alpha, wa, la * ca, la, wb, lb * cb, lb,
+                                      beta, c_ptr, c_extent, ldc), after)
+    elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
+        launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
+    elif splits == 1:  # a skinny kernel writing C itself
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      beta, c_ptr, c_extent, ldc, k_chunk), after)
+    else:
+        # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
+        # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
+        ws_ptr = handle.workspace_ptr
+        ws_extent = splits * ldw * n
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
+        launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
+                                             c_ptr, c_extent, ldc, c_vec), after)

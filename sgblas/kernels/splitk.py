@@ -51,20 +51,32 @@ SKINNY_MANIFEST: tuple[SkinnyConfig, ...] = skinny.MANIFEST
 
 
 def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, ...]:
-    """The slice kernels, 16-byte class: every 16-byte row of the SIMT manifest with its
-    epilogue writing a partial (each tile and thread tile, in its row's FMA order but where
-    :data:`SLICE_CHANGES` says otherwise).
+    """The slice kernels: every 16-byte row of the SIMT manifest with its epilogue writing a
+    partial (each tile and thread tile, in its row's FMA order but where :data:`SLICE_CHANGES`
+    says otherwise), and the 4-byte rows :func:`_narrow_slice` picks.
 
     The 128x128 tile uses each loaded element twice as often, and ran the long-K shapes and
     1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"). TN's
     128x128 one spilled in the row order and does not in the snaking order its row has
     taken since rung 25 (docs/tuning.md, rung 27), nor in the swapped one with both tile
-    origins in views that it takes since rung 30. The 16-byte class only: a problem whose
-    A or B is less aligned is rare among the shapes split-K is for, and each row costs a
-    compile.
+    origins in views that it takes since rung 30. Few-tile problems whose A or B is less
+    aligned are rare, but a tail plan's rectangles have the alignment of the caller's arrays.
     """
-    return tuple(dataclasses.replace(cfg, split_k=True, **SLICE_CHANGES.get(_slice_key(cfg), {}))
+    wide = tuple(dataclasses.replace(cfg, split_k=True, **SLICE_CHANGES.get(_slice_key(cfg), {}))
                  for cfg in simt_manifest if cfg.align == 16)
+    return wide + tuple(dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest if _narrow_slice(cfg))
+
+
+def _narrow_slice(cfg: TileConfig) -> bool:
+    """The 4-byte rows that get a slice kernel: each pair's 128x128 tile with the 8 x 8 thread
+    tile (TN's default one, with 4 lanes a k-major column). A tail plan
+    (:mod:`sgblas.dispatch.waves`) splits the K of the tiles a large problem's last wave would
+    leave idle, and the problems whose arrays allow only 4-byte accesses (odd sizes, padded
+    leading dimensions, offset pointers) are the tail plans' most common case. They keep their
+    row's FMA order and tile origins, which do not spill (rungs 25-30); the 8-byte class runs
+    on them too."""
+    return (cfg.align == 4 and (cfg.BM, cfg.BN) == (128, 128) and (cfg.TM, cfg.TN) == (8, 8)
+            and not cfg.kq)
 
 
 def _slice_key(cfg: TileConfig) -> tuple[str, int, int, int, int]:

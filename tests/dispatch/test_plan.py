@@ -13,24 +13,14 @@ import pytest
 from sgblas.dispatch import heuristic
 from sgblas.dispatch.plan import choose
 from sgblas.enums import MathMode
-from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SCALE_KERNEL, by_name
 from sgblas.runtime.device import DeviceProperties
 
+from helpers import ALIGNED, H200_PROPS, WORKSPACE, problem
+
 H200 = (9, 0)
 TURING = (7, 5)
-H200_PROPS = DeviceProperties(132, 2048, 32, 65536, 233472)
 SMALL_PROPS = DeviceProperties(16, 2048, 32, 65536, 102400)
-ALIGNED = 0x7F0000000000  # 16-byte aligned device-like addresses
-WORKSPACE = 32 * 1024 * 1024
-
-
-def problem(cc=H200, ta="N", tb="N", m=4096, n=4096, k=4096, lda=None, ldb=None, ldc=None,
-            a=ALIGNED, b=ALIGNED + 2**32, c=ALIGNED + 2**33, mode=MathMode.FP32):
-    lda = lda if lda is not None else (m if ta == "N" else k)
-    ldb = ldb if ldb is not None else (k if tb == "N" else n)
-    ldc = ldc if ldc is not None else m
-    return GemmProblem(cc, mode, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
 
 
 def test_every_problem_gets_a_legal_variant_and_every_other_variant_a_sentence():

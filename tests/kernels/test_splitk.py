@@ -235,22 +235,25 @@ def test_the_registry_rows():
     assert sorted(SPLIT_SPECS) == sorted(PAIRS)
     rows = [s for s in GEMM_KERNELS if s.role == "splitk"]
     for spec in rows:
-        assert spec.launches == 2 and spec.align == 16 and spec.config.split_k
+        assert spec.launches == 2 and spec.align in (16, 4) and spec.config.split_k
         assert spec.workspace(100, 30, 5000) == 2 * 100 * 30 * 4
         assert spec.abi.name == "gemm_split"
     names = {s.name for s in rows}
     want = {f"sgemm_splitk_{a}{b}_{tile}x16_2s_a16".lower() for a, b in PAIRS for tile in ("128x128", "128x64")}
     want |= {"sgemm_splitk_nn_128x128x16t16x8_2s_a16", "sgemm_splitk_nt_128x128x16t16x8_2s_a16"}
-    assert names == want  # one per 16-byte row of the SIMT manifest
+    # The 4-byte class: each pair's 128x128 8 x 8 row, for the tail plans' rectangles.
+    want |= {f"sgemm_splitk_{a}{b}_128x128x16_2s_a4".lower() for a, b in PAIRS}
+    assert names == want  # one per 16-byte row of the SIMT manifest, and four 4-byte ones
     slices = splitk.split_manifest(SIMT_MANIFEST)
-    assert len(slices) == 10
-    # Each change names a slice kernel, which takes it; the others are their rows but for
-    # split_k.
-    keys = {splitk._slice_key(c): c for c in slices}
-    assert set(splitk.SLICE_CHANGES) <= set(keys)
-    for key, cfg in keys.items():
-        row = next(r for r in SIMT_MANIFEST if r.align == 16 and splitk._slice_key(r) == key)
-        assert cfg == dataclasses.replace(row, split_k=True, **splitk.SLICE_CHANGES.get(key, {}))
+    assert len(slices) == 14
+    # Each change names a 16-byte slice kernel, which takes it; the others are their rows but
+    # for split_k.
+    keys = {(splitk._slice_key(c), c.align): c for c in slices}
+    assert {(key, 16) for key in splitk.SLICE_CHANGES} <= set(keys)
+    for (key, align), cfg in keys.items():
+        row = next(r for r in SIMT_MANIFEST if r.align == align and splitk._slice_key(r) == key and not r.kq)
+        changes = splitk.SLICE_CHANGES.get(key, {}) if align == 16 else {}
+        assert cfg == dataclasses.replace(row, split_k=True, **changes)
     red = by_name(reduce.NAME)
     assert red in REGISTRY and red not in GEMM_KERNELS and red.role == "reduce"
     # The general kernels stay last: the backstop.
@@ -279,3 +282,18 @@ def test_the_slice_kernels_the_heuristic_passes_over_still_compute_right(name, c
 
     assert sanitizer_cases.main(["--variant", name, "--kinds", "tail", "--betas", "0.75", "--no-scale"]) == 0
     assert "1 cases, 0 failed" in capsys.readouterr().out
+
+
+def test_a_tail_plan_computes_c_whole(tiny_splits, capsys):
+    """A tail plan under the simulator (rule 6): the tile kernel over its whole wave, then the
+    rectangle left with its K split, on a handle that sees a device of 3 SMs; TN with odd
+    leading dimensions (the 4-byte slice kernel) and aligned ones (the 16-byte one), beta
+    applied, C's padding untouched (``tests/sanitizer_cases.py``, which the H200 runs under
+    every sanitizer tool with both shapes and pairs)."""
+    import sanitizer_cases
+
+    assert sanitizer_cases.main(["--variant", "none", "--tail-plans", "TN", "--tail-shapes", "1",
+                                 "--betas", "0.75", "--no-scale"]) == 0
+    out = capsys.readouterr().out
+    assert "2 cases, 0 failed" in out
+    assert "sgemm_splitk_tn_128x128x16_2s_a4" in out and "sgemm_splitk_tn_128x128x16_2s_a16" in out
