@@ -206,10 +206,9 @@ def tail_pays(spec: KernelSpec, p: GemmProblem, props: DeviceProperties) -> wave
 
     ``spec``'s CTAs take ``w`` whole waves of the slots the GPU holds; when they fill less than
     :data:`TAIL_WAVE_BELOW` of them, the last wave runs as long as a full one with most slots
-    idle, and splitting its tiles' K fills them (docs/tuning.md, run T: at 5000^3, 6 waves and
-    16 CTAs, the plan ran 7% faster; where more than 95% of the slots were busy, it gained
-    nothing measurable). Only the 1-launch tile kernels: a packed variant's workspace holds its
-    copies, and a split's CTAs fill their waves already."""
+    idle, and splitting its tiles' K fills them (docs/tuning.md, run T, rung 46, measured the
+    gain against the share of slots left idle). Only the 1-launch tile kernels: a packed
+    variant's workspace holds its copies, and a split's CTAs fill their waves already."""
     if spec.role != "gemm" or is_backstop(spec) or spec.config is None:
         return None
     n_slots = slots(spec, props)
