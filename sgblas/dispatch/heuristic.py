@@ -419,8 +419,10 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         small_reasons = {s.name: (f"the large operand has only {large} bytes (below {SKINNY_MIN_BYTES}): "
                                   f"launch latency, not bandwidth, bounds this product") for s in skinnies}
         skinnies = []
-    splits = [s for s, _ in fits if s.role == "splitk" and (rectangle or s.align > 4)]
-    narrow = [s for s, _ in fits if s.role == "splitk" and not (rectangle or s.align > 4)]
+    splits, narrow = [], []
+    for s, _ in fits:
+        if s.role == "splitk":
+            (splits if rectangle or s.align > 4 else narrow).append(s)
     general = [s for s, _ in fits if is_backstop(s)]
     tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
     small_skinny = [s for s, _ in fits if s.role == "skinny"]

@@ -143,12 +143,12 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     note = _note(first.spec, first.split, p)
     tail, tail_ctas = (), 0
     if not rectangle:
-        plan = heuristic.tail_pays(first.spec, p, props)
-        if plan is not None:
+        cut = heuristic.tail_pays(first.spec, p, props)
+        if cut is not None:
             tail = tuple((rect, choose(_sub_problem(p, rect), props, workspace_bytes, quick, rectangle=True))
-                         for rect in plan.rects)
+                         for rect in cut.rects)
             if all(_splits_k(sub) for _, sub in tail):
-                tail_ctas = plan.ctas
+                tail_ctas = cut.ctas
                 note = "; ".join(filter(None, (note, _tail_note(first.spec, p, props, tail_ctas, tail))))
             else:
                 tail = ()
@@ -300,49 +300,43 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
     if raw_stream <= 2 and handle._context and _device.current_context_handle() != handle._context:
         _device.push_context(handle._context)
         pushed = True
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail = plan
     try:
-        _enqueue(handle, stream, plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb, beta,
-                 c_ptr, c_extent, ldc)
+        if role == "gemm":
+            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          beta, c_ptr, c_extent, ldc), after)
+            # A tail plan: the rectangles of C the whole waves leave, each the sub-problem over
+            # its part of the same arrays (disjoint parts of C; the split ones share the
+            # workspace, one after another on the stream).
+            for sub, rows, cols, a_off, b_off, row0, col0 in tail:
+                c_off = row0 + col0 * ldc
+                # The context is the handle's already: the nested call pushes nothing.
+                execute(handle, sub, rows, cols, k, alpha, a_ptr + 4 * a_off, a_extent - a_off, lda,
+                        b_ptr + 4 * b_off, b_extent - b_off, ldb, beta, c_ptr + 4 * c_off, c_extent - c_off, ldc)
+        elif role == "packed":
+            # A's and B's copies into the workspace, then the GEMM from them: the same stream orders
+            # the three, and the copies of the next call on this handle come after this GEMM.
+            (ra, ca, la, ga), (rb, cb, lb, gb) = copies
+            wa = handle.workspace_ptr
+            wb = wa + 4 * la * ca
+            launch(pack, ga, stream, (ra, ca, a_ptr, a_extent, lda, wa, la * ca, la), after)
+            launch(pack, gb, stream, (rb, cb, b_ptr, b_extent, ldb, wb, lb * cb, lb), after)
+            launch(kernel, grid, stream, (m, n, k, alpha, wa, la * ca, la, wb, lb * cb, lb,
+                                          beta, c_ptr, c_extent, ldc), after)
+        elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
+            launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
+        elif splits == 1:  # a skinny kernel writing C itself
+            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          beta, c_ptr, c_extent, ldc, k_chunk), after)
+        else:
+            # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
+            # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
+            ws_ptr = handle.workspace_ptr
+            ws_extent = splits * ldw * n
+            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                          0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
+            launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
+                                                 c_ptr, c_extent, ldc, c_vec), after)
     finally:
         if pushed:
             _device.pop_context()
-
-
-def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr: int,
-             a_extent: int, lda: int, b_ptr: int, b_extent: int, ldb: int, beta: float, c_ptr: int,
-             c_extent: int, ldc: int) -> None:
-    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail = plan
-    if role == "gemm":
-        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                      beta, c_ptr, c_extent, ldc), after)
-        # A tail plan: the rectangles of C the whole waves leave, each the sub-problem over
-        # its part of the same arrays (disjoint parts of C; the split ones share the
-        # workspace, one after another on the stream).
-        for sub, rows, cols, a_off, b_off, row0, col0 in tail:
-            c_off = row0 + col0 * ldc
-            _enqueue(handle, stream, sub, rows, cols, k, alpha, a_ptr + 4 * a_off, a_extent - a_off, lda,
-                     b_ptr + 4 * b_off, b_extent - b_off, ldb, beta, c_ptr + 4 * c_off, c_extent - c_off, ldc)
-    elif role == "packed":
-        # A's and B's copies into the workspace, then the GEMM from them: the same stream orders
-        # the three, and the copies of the next call on this handle come after this GEMM.
-        (ra, ca, la, ga), (rb, cb, lb, gb) = copies
-        wa = handle.workspace_ptr
-        wb = wa + 4 * la * ca
-        launch(pack, ga, stream, (ra, ca, a_ptr, a_extent, lda, wa, la * ca, la), after)
-        launch(pack, gb, stream, (rb, cb, b_ptr, b_extent, ldb, wb, lb * cb, lb), after)
-        launch(kernel, grid, stream, (m, n, k, alpha, wa, la * ca, la, wb, lb * cb, lb,
-                                      beta, c_ptr, c_extent, ldc), after)
-    elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
-        launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
-    elif splits == 1:  # a skinny kernel writing C itself
-        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                      beta, c_ptr, c_extent, ldc, k_chunk), after)
-    else:
-        # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
-        # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
-        ws_ptr = handle.workspace_ptr
-        ws_extent = splits * ldw * n
-        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                      0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
-        launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
-                                             c_ptr, c_extent, ldc, c_vec), after)
