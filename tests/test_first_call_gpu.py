@@ -73,24 +73,26 @@ def test_first_sgemm_of_each_kernel_returns_at_once_behind_a_busy_stream():
         spin = spinner()
         n = 1024
         rng = np.random.default_rng(3)
-        a, b, c = (cuda.to_device(rng.standard_normal(n * n).astype(np.float32)) for _ in range(3))
+        a, b, c = (cuda.to_device(rng.standard_normal(5 * n * n).astype(np.float32)) for _ in range(3))
         other, mine = stream(), stream()
         handle = sgblas.Handle(stream=mine)   # the set-up step: kernels become resident here
+        print(json.dumps(dict(sms=cuda.get_current_device().MULTIPROCESSOR_COUNT)))
         cuda.synchronize()
         cases = [("N", "N", 1024, 1024, 1024, 1.0), ("N", "N", 512, 512, 512, 1.0),
                  ("N", "T", 300, 200, 100, 1.0), ("T", "N", 300, 200, 100, 1.0), ("T", "T", 333, 222, 111, 1.0),
-                 ("N", "N", 1001, 999, 77, 1.0), ("N", "N", 512, 512, 512, 0.0), ("N", "N", 64, 8192, 8, 1.0)]
+                 ("N", "N", 1001, 999, 77, 1.0), ("N", "N", 512, 512, 512, 0.0), ("N", "N", 64, 8192, 8, 1.0),
+                 ("N", "N", 2100, 2100, 600, 1.0)]   # a tail plan on the H200: a tile kernel, then slices
         for attempt in ("first", "second"):
             for ta, tb, m, nn, k, alpha in cases:
                 lda, ldb = (m if ta == "N" else k), (k if tb == "N" else nn)
-                kernel = sgblas.explain(handle, ta, tb, m, nn, k if alpha else 0, a, lda, b, ldb, c, m).kernel
+                ex = sgblas.explain(handle, ta, tb, m, nn, k if alpha else 0, a, lda, b, ldb, c, m)
                 spin_on(spin, other, {SPIN})
                 t0 = time.perf_counter()
                 status = sgblas.sgemm(handle, ta, tb, m, nn, k, alpha, a, lda, b, ldb, 0.5, c, m)
                 host = time.perf_counter() - t0
                 while busy(mine):
                     pass
-                print(json.dumps(dict(call=attempt, kernel=kernel, status=status.name, host=host,
+                print(json.dumps(dict(call=attempt, kernel=ex.kernel, tail=len(ex.tail), status=status.name, host=host,
                                       done=time.perf_counter() - t0, other_busy=busy(other))))
                 cuda.synchronize()
         # Every kernel of the registry is loaded in the context: asking for its function in
@@ -104,6 +106,8 @@ def test_first_sgemm_of_each_kernel_returns_at_once_behind_a_busy_stream():
     """)
     calls = [r for r in records if "call" in r]
     assert len({r["kernel"] for r in calls}) >= 5, calls
+    if records[0]["sms"] == 132:   # H100/H200 SXM: 2100 x 2100's 289 tiles are one wave and 25 CTAs
+        assert any(r["tail"] for r in calls), calls
     for r in calls:
         assert r["status"] == "SUCCESS", r
         assert r["host"] < HOST_LIMIT_S, f"{r['call']} call of {r['kernel']} took {r['host'] * 1e3:.1f} ms to return"
@@ -140,6 +144,12 @@ def test_first_gemm_returns_at_once_when_sgblas_is_imported_into_a_live_context(
         assert r["ok"] and r["other_busy"] and r["host"] < HOST_LIMIT_S, r
 
 
+#: Three calls of one shape (the first builds its plan, the others reuse it), then a shape that
+#: the H200 runs as a tail plan (a tile kernel, then K split over the rest of C and a
+#: reduction): every launch of a plan must follow the caller's stream.
+_STREAM_SHAPES = [(1024, 1024, 1024)] * 3 + [(2100, 2100, 600)]
+
+
 @pytest.mark.parametrize("library", ["cupy", "torch"])
 def test_gemm_follows_the_current_stream_of_the_operands_library(library):
     if library == "cupy":
@@ -147,11 +157,10 @@ def test_gemm_follows_the_current_stream_of_the_operands_library(library):
             import cupy as cp
             import sgblas
             spin = spinner()
-            n = 1024
-            for attempt in range(3):
-                a = cp.zeros((n, n), cp.float32, order="F")
-                b = cp.zeros((n, n), cp.float32, order="F")
-                c = cp.full((n, n), np.nan, cp.float32, order="F")
+            for attempt, (m, n, k) in enumerate(SHAPES):
+                a = cp.zeros((m, k), cp.float32, order="F")
+                b = cp.zeros((k, n), cp.float32, order="F")
+                c = cp.full((m, n), np.nan, cp.float32, order="F")
                 cp.cuda.Device().synchronize()
                 s = cp.cuda.Stream(non_blocking=True)
                 with s:
@@ -161,19 +170,18 @@ def test_gemm_follows_the_current_stream_of_the_operands_library(library):
                     sgblas.gemm(a, b, c)
                     fresh = sgblas.gemm(a, b)   # allocated on that stream too
                 s.synchronize()
-                print(json.dumps(dict(call=attempt, ok=bool((c == 6.0 * n).all()),
-                                      fresh=bool((fresh == 6.0 * n).all()))))
+                print(json.dumps(dict(call=attempt, ok=bool((c == 6.0 * k).all()),
+                                      fresh=bool((fresh == 6.0 * k).all()))))
         """
     else:
         body = r"""
             import torch
             import sgblas
             spin = spinner()
-            n = 1024
-            for attempt in range(3):
-                a = torch.zeros((n, n), dtype=torch.float32, device="cuda")
-                b = torch.zeros((n, n), dtype=torch.float32, device="cuda")
-                c = torch.full((n, n), float("nan"), dtype=torch.float32, device="cuda")
+            for attempt, (m, n, k) in enumerate(SHAPES):
+                a = torch.zeros((m, k), dtype=torch.float32, device="cuda")
+                b = torch.zeros((k, n), dtype=torch.float32, device="cuda")
+                c = torch.full((m, n), float("nan"), dtype=torch.float32, device="cuda")
                 torch.cuda.synchronize()
                 s = torch.cuda.Stream()
                 with torch.cuda.stream(s):
@@ -183,12 +191,12 @@ def test_gemm_follows_the_current_stream_of_the_operands_library(library):
                     sgblas.gemm(a, b, c)
                     fresh = sgblas.gemm(a, b)
                 s.synchronize()
-                print(json.dumps(dict(call=attempt, ok=bool((c == 6.0 * n).all()),
-                                      fresh=bool((fresh == 6.0 * n).all()))))
+                print(json.dumps(dict(call=attempt, ok=bool((c == 6.0 * k).all()),
+                                      fresh=bool((fresh == 6.0 * k).all()))))
         """
     pytest.importorskip(library)
-    records = _run(body)
-    assert len(records) == 3 and all(r["ok"] and r["fresh"] for r in records), records
+    records = _run(f"SHAPES = {_STREAM_SHAPES!r}\n" + textwrap.dedent(body))
+    assert len(records) == len(_STREAM_SHAPES) and all(r["ok"] and r["fresh"] for r in records), records
 
 
 def test_gemm_on_a_numba_stream():

@@ -23,7 +23,7 @@ accepts:
    accuracy splits of rule 4. Between alignment classes of one tile, the widest accesses win.
    Between rows that differ only in the lanes sharing a k-major column (``kq``: TN's 4-byte
    class has 4 and 8), 8 lanes win when every k-major operand's leading dimension is a multiple
-   of 32 or one past a power of two (:func:`eight_lanes_pay`), 4 lanes otherwise.
+   of 32 or within one of a power of two (:func:`eight_lanes_pay`), 4 lanes otherwise.
    3a. TN's 4-byte class: the 128x64 row replaces the 128x128 one when both fill the GPU, the
    k-major leading dimensions are not of rule 3's 8-lane kind, and the 128x128 tiles' whole
    waves are less than :data:`WAVE_SWAP_BELOW` full where the 128x64 tiles' are at least
@@ -173,15 +173,20 @@ def wide_thread_tile_pays(k_per_cta: int, n_ctas: int, n_slots: int) -> bool:
 def eight_lanes_pay(p: GemmProblem) -> bool:
     """Whether a 4-byte k-major copy with 8 lanes a column (32 bytes) runs ``p`` faster than one
     with 4 (16 bytes, half the column passes): when the leading dimension of every k-major
-    operand (A in T, B in N) is a multiple of 32 floats or one more than a power of two. An
+    operand (A in T, B in N) is a multiple of 32 floats or within one of a power of two. An
     empirical rule, from run O's sweep of TN's two 4-byte rows over 21 leading dimensions under
     both toolchains (docs/tuning.md, rung 36): there the 8-lane row ran 1-5% faster, elsewhere
     the 4-lane row 1-6% faster. Where a warp's 8 columns start at one offset of their 128-byte
     lines (multiples of 32) the 4-lane copy is slowest; but 4129 and 6145, one past a multiple
     of 32 that is not a power of two, ran faster with 4 lanes, so the rule is not that offset
-    alone."""
+    alone. One below a power of two (2047, 4095, 8191) goes with one past it (rung 47)."""
     lds = [ld for ld, kmajor in ((p.lda, p.transa == "T"), (p.ldb, p.transb == "N")) if kmajor]
-    return bool(lds) and all(ld % 32 == 0 or (ld > 1 and (ld - 1) & (ld - 2) == 0) for ld in lds)
+    return bool(lds) and all(ld % 32 == 0 or _next_to_power_of_two(ld) for ld in lds)
+
+
+def _next_to_power_of_two(ld: int) -> bool:
+    """Whether ``ld`` (above 1) is one more or one less than a power of two."""
+    return ld > 1 and ((ld - 1) & (ld - 2) == 0 or (ld + 1) & ld == 0)
 
 
 def smaller_tile_pays(large: KernelSpec, small: KernelSpec, p: GemmProblem, props: DeviceProperties) -> bool:
@@ -226,8 +231,8 @@ def packing_pays(packed: KernelSpec, best: KernelSpec | None, p: GemmProblem, pr
     It pays where the 4-byte class is slow and its copies cost little: ``best`` is a 4-byte row
     (no wider class can run the caller's arrays) of the packed variant's CTA tile, whose output
     tiles fill at least :data:`FILL_TARGET` of the GPU (few tiles would leave the copies' cost
-    unshared), and every k-major leading dimension is a multiple of 32 or one past a power of
-    two (:func:`eight_lanes_pay`: there TN's 4-byte rows ran slowest, rung 36). At other leading
+    unshared), and every k-major leading dimension is a multiple of 32 or within one of a power
+    of two (:func:`eight_lanes_pay`: there TN's 4-byte rows ran slowest, rung 36). At other leading
     dimensions the 4-byte rows ran as fast as the copies and the 16-byte kernel together, or
     faster, from 2000^3 to 8192^3 (docs/tuning.md, rung 43)."""
     if best is None:
@@ -242,7 +247,7 @@ def packing_pays(packed: KernelSpec, best: KernelSpec | None, p: GemmProblem, pr
                 f"resident slots, too few to pay for copying A and B")
     if not eight_lanes_pay(p):
         return (f"{best.name} runs the k-major leading dimensions lda={p.lda}, ldb={p.ldb} at speed (they are not "
-                f"all multiples of 32 or one past a power of two): copying A and B would cost as much as it saves")
+                f"all multiples of 32 or within one of a power of two): copying A and B would cost as much as it saves")
     return None
 
 
@@ -566,7 +571,7 @@ def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DevicePr
     if best.role == "packed":
         return (f"{best.name} multiplies 16-byte aligned copies of A and B in the handle's workspace: the "
                 f"{spec.align}-byte class runs TN slowly at k-major leading dimensions that are all multiples of "
-                f"32 or one past a power of two (lda={p.lda}, ldb={p.ldb})")
+                f"32 or within one of a power of two (lda={p.lda}, ldb={p.ldb})")
     if smaller_tile_pays(spec, best, p, props):
         return (f"its {ctas(spec, p)} CTAs fill {_wave_fill(ctas(spec, p), slots(spec, props)):.0%} of their whole "
                 f"waves on {props.sm_count} SMs, {best.name}'s {ctas(best, p)} fill "
@@ -575,7 +580,7 @@ def _why_not(spec: KernelSpec, best: KernelSpec, p: GemmProblem, props: DevicePr
     if spec.tile == best.tile and spec.align == best.align and lanes != _lanes(spec):
         which = "are" if lanes == 8 else "are not all"
         return (f"{best.name} copies each k-major column with {lanes} lanes, faster when the k-major "
-                f"leading dimensions (lda={p.lda}, ldb={p.ldb}) {which} multiples of 32 or one past a power of two")
+                f"leading dimensions (lda={p.lda}, ldb={p.ldb}) {which} multiples of 32 or within one of a power of two")
     if theirs >= FILL_TARGET and mine >= FILL_TARGET:
         return (f"{best.name}'s larger {best.tile[0]}x{best.tile[1]} tile also fills the GPU "
                 f"({ctas(best, p)} CTAs for {props.sm_count} SMs)")

@@ -1,7 +1,7 @@
 """The registry rows of issue 14's packed variants: a 16-byte GEMM on aligned copies of A and B.
 
 TN's 4-byte class reads both operands along k with 4-byte loads. With k-major leading
-dimensions that are multiples of 32 or one past a power of two (``lda = 2049``: 2048^3 padded
+dimensions that are multiples of 32 or within one of a power of two (``lda = 2049``: 2048^3 padded
 by one) it runs well below the 16-byte class on the same problem (docs/tuning.md, rungs 36 and
 43 have the figures). A packed variant (role ``"packed"``) copies A and B into the
 handle's workspace first, with :mod:`sgblas.kernels.pack` (leading dimension = the stored rows

@@ -179,7 +179,7 @@ _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=
 #: heuristic runs every unsplit problem on the 8 x 8 thread tile; the 16 x 8 rows of NN and NT
 #: stay as the recipe of the slice kernels that accuracy splits take. TN's 4-byte class has a
 #: second row whose k-major copies give a column 8 lanes (``kq=8``) instead of 4: it runs the
-#: leading dimensions that are multiples of 32 or one past a power of two faster, the others
+#: leading dimensions that are multiples of 32 or within one of a power of two faster, the others
 #: slower, and the heuristic picks between the two by that rule (rung 36).
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128W, transa="N", transb="N", align=16),

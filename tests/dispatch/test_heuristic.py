@@ -114,6 +114,11 @@ def test_the_16x8_thread_tile_is_for_nn_and_nt_only(pair):
 @pytest.mark.parametrize("lda, ldb, offset, lanes", [
     (4096, 4096, 1, 8),    # pointers offset by one, leading dimensions a multiple of 32
     (4097, 4097, 0, 8),    # one past a power of two
+    (4095, 4095, 0, 8),    # one below (rung 47)
+    (8191, 8191, 0, 8),
+    (2047, 2047, 0, 8),
+    (6143, 6143, 0, 4),    # one below a multiple of 32 that is no power of two
+    (4094, 4094, 1, 4),    # two below a power of two
     (4224, 4224, 1, 8),
     (4098, 4098, 1, 4),
     (4100, 4100, 1, 4),

@@ -5,7 +5,9 @@
 #   ab      tail_ab.py: the API's tail plans against the one launch of the same kernel, pinned
 #   odd     perf.bench on odd sizes with tight leading dimensions, four pairs (issue 14's sweep)
 #   padoff  perf.bench on even sizes, leading dimensions padded by 3, pointers offset by 1, 2, 3
-#   sq      perf.bench on the squares and the rectangular set, four pairs
+#           (ODD, EVEN, PADOFF, ODD_NAME and PADOFF_NAME override the shape lists, the options and
+#           the logs' names)
+#   sq      perf.bench on the squares and the rectangular set, four pairs, up to SQ_MAX (8192)
 #   gpu     every gpu test
 #   sanall  compute-sanitizer's tools (SAN_TOOLS) over the variants whose names hold a word of
 #           SAN_VARIANT (tail shapes, SAN_S seconds a tool)
@@ -22,8 +24,8 @@ private() { local d; d=$(mktemp -d) && cp "$1"/*.cubin $d/ && chmod 700 $d && ch
 KC=$(private ${CACHE:-.kcache_t}) || exit 1
 export SGBLAS_CACHE_DIR=$KC
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
-ODD="2001x2001x2001 2101x2101x2101 2899x2899x2899 3001x3001x3001 4097x4097x4097 5001x5001x5001 5801x5801x5801 7001x7001x7001 8191x8191x8191 2001x7001x3001 7001x2001x5001"
-EVEN="2048x2048x2048 2100x2100x2100 2900x2900x2900 4096x4096x4096 5000x5000x5000 5800x5800x5800 8192x8192x8192"
+ODD=${ODD:-"2001x2001x2001 2101x2101x2101 2899x2899x2899 3001x3001x3001 4097x4097x4097 5001x5001x5001 5801x5801x5801 7001x7001x7001 8191x8191x8191 2001x7001x3001 7001x2001x5001"}
+EVEN=${EVEN:-"2048x2048x2048 2100x2100x2100 2900x2900x2900 4096x4096x4096 5000x5000x5000 5800x5800x5800 8192x8192x8192"}
 shapes() { for s in $1; do printf -- "--shape %s " $s; done; }
 bench() { # name, limit, args...
   local name=$1 lim=$2; shift 2; mkdir -p $R/$name
@@ -44,9 +46,9 @@ for part in $PARTS; do
   case $part in
   tail) timeout ${TAIL_S:-300} python3 perf/results/round3_run_t/tail_lab.py 2>&1 | tee $R/tail_lab.log ;;
   ab) timeout ${AB_S:-150} python3 perf/results/round3_run_t/tail_ab.py 2>&1 | tee $R/tail_ab.log ;;
-  odd) bench odd ${BENCH_S:-240} $(shapes "$ODD") ;;
-  padoff) bench padoff ${BENCH_S:-240} --pad 3 --offset 1,2,3 $(shapes "$EVEN") ;;
-  sq) bench sq ${BENCH_S:-240} --shapes all --max-dim 8192 ;;
+  odd) bench ${ODD_NAME:-odd} ${BENCH_S:-240} $(shapes "$ODD") ;;
+  padoff) bench ${PADOFF_NAME:-padoff} ${BENCH_S:-240} ${PADOFF:---pad 3 --offset 1,2,3} $(shapes "$EVEN") ;;
+  sq) bench sq ${SQ_S:-${BENCH_S:-240}} --shapes all --max-dim ${SQ_MAX:-8192} ;;
   warm) timeout 200 python3 -m sgblas.warmup > $R/warmup.log 2>&1; echo "warmup rc=$?"; grep -E "splitk_.*_a4" $R/warmup.log
       echo "variants with local memory: $(grep "local memory" $R/warmup.log | grep -vc " 0 bytes")" ;;
   santail) for tool in memcheck initcheck racecheck synccheck; do
