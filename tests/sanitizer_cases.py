@@ -211,7 +211,6 @@ def run_tail_plans(pairs: Iterable[str], shapes: Iterable[tuple[int, int, int]],
     (cases, failures, lines)."""
     import sgblas
     from sgblas.dispatch import heuristic, plan as planning
-    from sgblas.runtime.device import DeviceProperties
 
     k = 2 * heuristic.MIN_SPLIT_CHUNK + 88
     cases = failures = 0
@@ -221,9 +220,7 @@ def run_tail_plans(pairs: Iterable[str], shapes: Iterable[tuple[int, int, int]],
     try:
         for m, n, sms in shapes:
             planning.forget_plans()  # the memo is shared by device, not by the properties set here
-            handle.properties = DeviceProperties(sms, real.max_threads_per_sm, real.max_blocks_per_sm,
-                                                 real.registers_per_sm, real.shared_bytes_per_sm,
-                                                 real.programmatic_launch)
+            handle.properties = real._replace(sm_count=sms)
             for pair in pairs:
                 for mode in ("aligned", "odd"):
                     for beta in betas:

@@ -23,8 +23,8 @@ __all__ = ["Tail", "tile_of", "tail_of", "offsets"]
 
 class Tail(NamedTuple):
     """``ctas``: the prefix of the tile kernel's grid to launch. ``rects``: the rest of C, as
-    ``(row0, col0, rows, cols)`` rectangles (one or two), row-disjoint from ... each other and
-    from the prefix's tiles, together covering every tile the prefix leaves out."""
+    ``(row0, col0, rows, cols)`` rectangles (one or two), disjoint from each other and from the
+    prefix's tiles, together covering every tile the prefix leaves out."""
 
     ctas: int
     rects: tuple[tuple[int, int, int, int], ...]
