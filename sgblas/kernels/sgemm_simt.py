@@ -119,6 +119,9 @@ class TileConfig:
     #                          0 takes the alignment class's (KQB; docs/tuning.md, rung 36)
     c_align: int = 0         # C's alignment class in bytes when it is narrower than A's and
     #                          B's (a packed variant: sgblas/kernels/packed.py); 0: ``align``
+    c_stage: bool = False    # C through shared memory in the epilogue, so that a warp's
+    #                          4-byte accesses of C cover 32 consecutive rows of one column
+    #                          (whole sectors) instead of 4 rows in each of 8 x 4 places
 
     STAGES = 2  # shared-memory stages (double buffering)
 
@@ -186,6 +189,18 @@ class TileConfig:
         return self.BN + self.KPAD if self.b_kmajor else self.BN
 
     @property
+    def LDS_C(self) -> int:
+        """Column stride of a warp's staged block of C: WM, padded by 4 when a quarter-warp's
+        16-byte stores span two columns (LANES_M < 8), which then fall in different banks."""
+        return self.WM + (0 if self.LANES_M >= 8 else 4)
+
+    @property
+    def stage_floats(self) -> int:
+        """Floats of one warp's staged block of C: WM rows x the 4 * LANES_N columns of one
+        column sub-tile of its lanes."""
+        return 4 * self.LANES_N * self.LDS_C
+
+    @property
     def launch_bounds(self) -> tuple[int, int]:
         """``cuda.jit(launch_bounds=...)``: THREADS per CTA, ``min_blocks`` CTAs per SM."""
         return (self.THREADS, self.min_blocks)
@@ -198,7 +213,8 @@ class TileConfig:
         """The CTA tile, and the thread tile when it is not 8 x 8."""
         t = "" if (self.TM, self.TN) == (8, 8) else f"t{self.TM}x{self.TN}"
         q = f"kq{self.kq}" if self.kq else ""
-        return f"{self.BM}x{self.BN}x{self.BK}{t}{q}"
+        cs = "cs" if self.c_stage else ""
+        return f"{self.BM}x{self.BN}x{self.BK}{t}{q}{cs}"
 
     def check(self) -> None:
         """Assert the relationships the generated code relies on."""
@@ -220,6 +236,13 @@ class TileConfig:
         assert self.WN == self.TN * self.LANES_N and self.BN == self.WN * self.WARPS_N, \
             "a warp tile along n must be TN // 4 sub-tiles of 4 columns per lane: WN == TN * LANES_N"
         assert self.BK % 8 == 0, "k-major copies cover 8 floats of a column per pass: BK % 8 == 0"
+        if self.c_stage:
+            assert self.VEC_C == 1 and not self.split_k, \
+                "C is staged through shared memory only for 4-byte C accesses, outside split-K slices"
+            assert self.WM % 32 == 0, "a staged column is read by the warp 32 rows at a time: WM % 32 == 0"
+            half = self.THREADS // 64
+            assert half * self.stage_floats <= self.STAGES * self.BK * min(self.SA, self.SB), \
+                "each half of the warps stages its blocks of C in one of the two shared arrays"
         T, V = self.THREADS, self.VEC
         assert self.kq in (0, 2, 4, 8) and (self.BK // V) % self.KQB == 0, \
             f"kq={self.kq}: the lanes of a k-major column must be 2, 4 or 8 and divide a column's BK // VEC vectors"
@@ -564,6 +587,9 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
 def _epilogue(cfg: TileConfig, w) -> None:
     """C = alpha * acc + beta * C with vector accesses of C's alignment class where whole,
     element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
+    if cfg.c_stage:
+        _epilogue_staged(cfg, w)
+        return
     V, WM, WN, TM, TN = cfg.VEC_C, cfg.WM, cfg.WN, cfg.TM, cfg.TN
     split = cfg.split_k
     if split:
@@ -616,6 +642,51 @@ def _epilogue(cfg: TileConfig, w) -> None:
                     w(f"{q}        stg1(C, off + i, v)")
                 else:
                     w(f"{q}        stg1(C, off + i, v + beta * ldg1(C, off + i) if for_beta else v)")
+
+
+def _epilogue_staged(cfg: TileConfig, w) -> None:
+    """C = alpha * acc + beta * C, 4-byte accesses of C, through shared memory: for each of
+    its TN // 4 column sub-tiles, a warp writes alpha * acc of its WM rows x 4 * LANES_N
+    columns into its own block of As (the first half of the warps) or Bs (the second), as
+    16-byte stores down each column, then reads the block back a column of 32 rows at a time,
+    lane = row, so that each 4-byte access of C by the warp is 128 consecutive bytes of one
+    column. The blocks are private to a warp: one barrier before the first (every warp is done
+    with the K loop's shared stages), then a warp barrier between writing and reading and
+    between reading and the next sub-tile's writing."""
+    WM, WN, TM, TN, LDS = cfg.WM, cfg.WN, cfg.TM, cfg.TN, cfg.LDS_C
+    half, cols = cfg.THREADS // 64, 4 * cfg.LANES_N
+    sync_warp = "cuda.syncthreads()" if SIMULATOR else "cuda.syncwarp()"  # the simulator has no syncwarp
+    w("    # ---- epilogue: C = alpha * acc + beta * C through shared memory, C unread if beta == 0")
+    w("    for_beta = beta != float32(0)")
+    w("    ldc64 = int64(ldc)")
+    w("    cuda.syncthreads()   # every warp is done reading the K loop's stages")
+    w(f"    s_base = int64((warp % uint32({half})) * uint32({cfg.stage_floats}))")
+    w(f"    s_w = s_base + int64((lane // uint32({cfg.LANES_M})) * uint32({4 * LDS}) + (lane % uint32({cfg.LANES_M})) * uint32(4))")
+    w(f"    s_r = s_base + int64(lane)")
+    w(f"    r_warp = row0 + int64((warp % uint32({cfg.WARPS_M})) * uint32({WM})) + int64(lane)")
+    w(f"    c_warp = col0 + int64((warp // uint32({cfg.WARPS_M})) * uint32({WN}))")
+    w(f"    in_a = warp < uint32({half})")
+    for sn in range(TN // 4):
+        if sn:
+            w(f"    {sync_warp}   # the block's reads are done before it is written again")
+        for e in range(4):
+            for sm in range(TM // 4):
+                vals = ", ".join(f"alpha * acc[{sm * 4 * TN + i * TN + sn * 4 + e}]" for i in range(4))
+                at = f"s_w + {e * LDS + sm * (WM // (TM // 4))}"
+                w("    if in_a:")
+                w(f"        sts4(As, {at}, {vals})")
+                w("    else:")
+                w(f"        sts4(Bs, {at}, {vals})")
+        w(f"    {sync_warp}")
+        w(f"    for c in range({cols}):")
+        w(f"        cj = c_warp + {sn * (WN // (TN // 4))} + c")
+        w(f"        for rc in range({WM // 32}):")
+        w("            r = r_warp + rc * 32")
+        w("            if cj < int64(n) and r < int64(m):")
+        w(f"                si = s_r + c * {LDS} + rc * 32")
+        w("                v = As[si] if in_a else Bs[si]")
+        w("                off = cj * ldc64 + r")
+        w("                stg1(C, off, v + beta * ldg1(C, off) if for_beta else v)")
 
 
 def generate_source(cfg: TileConfig, fname: str, after_grid: bool = False) -> str:

@@ -47,7 +47,7 @@ MIB = 1024 * 1024
 WORKSPACE = 32 * MIB
 BASE = 0x7F0000000000
 PACKED = [s for s in GEMM_KERNELS if s.role == "packed"]
-PACKED_TN = by_name("sgemm_packed_tn_128x128x16_2s_a16c4")
+PACKED_TN = by_name("sgemm_packed_tn_128x128x16cs_2s_a16c4")
 COPY = by_name(pack.NAME)
 
 
@@ -150,8 +150,9 @@ def problem(m, n, k, pair="TN", cc=(9, 0), lda=None, ldb=None, ldc=None, offset=
 
 def test_the_packed_rows():
     assert PACKED == [PACKED_TN]
+    assert PACKED_TN.config.c_stage and PACKED_TN.config.c_align == 4 and PACKED_TN.config.align == 16
     spec = PACKED_TN
-    assert re.fullmatch(r"sgemm_packed_(nn|nt|tn|tt)_\d+x\d+x\d+_\ds_a16c4", spec.name), spec.name
+    assert re.fullmatch(r"sgemm_packed_(nn|nt|tn|tt)_\d+x\d+x\d+cs_\ds_a16c4", spec.name), spec.name
     assert spec.role == "packed" and spec.launches == 3 and spec.pair == ("T", "N")
     assert spec.tile == (128, 128, 16) and spec.align == 16 and spec.config.c_align == 4
     assert spec.config.align == 16 and not spec.config.split_k and spec.abi is abi.GEMM

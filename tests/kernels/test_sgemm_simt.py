@@ -302,6 +302,12 @@ def test_config_relationships_are_checked():
         TileConfig(split_k=True, k_view="c").check()
     with pytest.raises(AssertionError, match="origin_view='c'"):
         TileConfig(origin_view="c").check()
+    with pytest.raises(AssertionError, match="only for 4-byte C accesses"):
+        TileConfig(align=16, c_stage=True).check()
+    with pytest.raises(AssertionError, match="only for 4-byte C accesses"):
+        TileConfig(align=4, split_k=True, c_stage=True).check()
+    with pytest.raises(AssertionError, match="one of the two shared arrays"):
+        TileConfig(**THREAD_TILES[0], align=4, c_stage=True).check()
 
 
 # --------------------------------------------------------------------------------------
@@ -469,6 +475,26 @@ def test_generator_thread_tiles(tile, pair, align):
     for i, (m, n, k) in enumerate([(65, 63, 17), (1, 1, 1), (130, 70, 40)]):
         alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
         _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+
+
+@simulator_only
+@pytest.mark.parametrize("pair", PAIRS)
+def test_generator_c_staged(pair):
+    """C through shared memory (``c_stage``) in the 4-byte class, in the 64 x 64 tile (a
+    quarter-warp's stores span two columns: padded blocks) and a 4 x 16 thread tile, and on
+    16-byte operands with 4-byte C (the packed rows' configuration): tails in grids of several
+    CTAs, alpha and beta, NaN in C for beta == 0; the text writes C only in the staged loop of
+    each column sub-tile."""
+    cfgs = [TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=4, c_stage=True),
+            TileConfig(**THREAD_TILES[1], transa=pair[0], transb=pair[1], align=4, c_stage=True),
+            TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=16, c_align=4, c_stage=True)]
+    for cfg in cfgs:
+        src = sgemm_simt.generate_source(cfg, "k")
+        assert src.count("stg1(C, off,") == cfg.TN // 4 and "stg4(C" not in src and "sts4(As" in src, cfg
+        name = f"staged_{pair}_{cfg.name()}_{cfg.align}"
+        for i, (m, n, k) in enumerate([(65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 130, 40)]):
+            alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
+            _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
 
 
 @simulator_only
