@@ -46,9 +46,9 @@ def packed_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, 
     """The packed kernels: the SIMT manifest's 16-byte 128x128 8 x 8 row of each packed pair,
     with C's accesses narrowed to 4 bytes and staged through shared memory
     (``TileConfig.c_stage``), so that a warp's stores of C still cover whole columns' runs at
-    C's odd leading dimension (docs/tuning.md, rung 48). With that epilogue the 16-byte row's
-    FMA order leaves twice its register-bank conflicts in the K loop; the transposed snake with
-    both tile origins in views has the fewest (rung 49). The large tile only: the packing costs
+    C's odd leading dimension (docs/tuning.md, rung 48). That epilogue changes the register
+    allocation, under which the 16-byte row's FMA order conflicts on register banks; the FMA
+    order and tile-origin views are the ones with the fewest conflicts (rung 49). The large tile only: the packing costs
     a pass over A and B, which pays where the problem is large enough to fill the GPU with that
     tile."""
     return tuple(dataclasses.replace(cfg, c_align=4, c_stage=True, fma="snake_t", origin_view="ab")

@@ -134,6 +134,18 @@ def _check_sim(cfg: TileConfig, name: str, m: int, n: int, k: int, alpha: float,
                             f"lda={ops.lda} ldb={ops.ldb} ldc={ops.ldc}")
 
 
+#: Tails in grids of several CTAs along m and n, and a single row and column.
+GRID_SHAPES = ((65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 130, 40))
+
+
+def _check_shapes(cfg: TileConfig, name: str, shapes=GRID_SHAPES) -> None:
+    """:func:`_check_sim` over ``shapes``, alternating alpha = 1, beta = 0 (C poisoned) with
+    alpha = -1.5, beta = 0.75, with 1-3 extra elements of leading dimension."""
+    for i, (m, n, k) in enumerate(shapes):
+        alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
+        _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+
+
 # --------------------------------------------------------------------------------------
 # The manifest and the specs it makes
 # --------------------------------------------------------------------------------------
@@ -440,9 +452,7 @@ def test_generator_tails(pair, align):
     cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align)
     name = f"small_{pair}_{align}"
     shapes = TAIL_SHAPES if pair == "TN" else TAIL_SHAPES[1:4]  # every shape on one pair
-    for i, (m, n, k) in enumerate(shapes):
-        alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
-        _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+    _check_shapes(cfg, name, shapes)
 
 
 @simulator_only
@@ -455,9 +465,7 @@ def test_generator_origin_views(pair, align, view, fma):
     the same results as the per-thread origin."""
     cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, origin_view=view, fma=fma)
     name = f"origin_{pair}_{align}_{view}_{fma}"
-    for i, (m, n, k) in enumerate([(65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 130, 40)]):
-        alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
-        _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+    _check_shapes(cfg, name)
 
 
 #: The same generator with 16 x 4 and 4 x 16 thread tiles (64 threads): the sub-tile spacing
@@ -472,9 +480,7 @@ THREAD_TILES = (dict(BM=64, BN=64, BK=16, WARPS_M=1, WARPS_N=2, LANES_M=4, TM=16
 def test_generator_thread_tiles(tile, pair, align):
     cfg = TileConfig(**THREAD_TILES[tile], transa=pair[0], transb=pair[1], align=align)
     name = f"t{cfg.TM}x{cfg.TN}_{pair}_{align}"
-    for i, (m, n, k) in enumerate([(65, 63, 17), (1, 1, 1), (130, 70, 40)]):
-        alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
-        _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+    _check_shapes(cfg, name, [(65, 63, 17), (1, 1, 1), (130, 70, 40)])
 
 
 @simulator_only
@@ -492,9 +498,7 @@ def test_generator_c_staged(pair):
         src = sgemm_simt.generate_source(cfg, "k")
         assert src.count("stg1(C, off,") == cfg.TN // 4 and "stg4(C" not in src and "sts4(As" in src, cfg
         name = f"staged_{pair}_{cfg.name()}_{cfg.align}"
-        for i, (m, n, k) in enumerate([(65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 130, 40)]):
-            alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
-            _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+        _check_shapes(cfg, name)
 
 
 @simulator_only
