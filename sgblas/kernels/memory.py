@@ -30,6 +30,21 @@ Rules the caller must keep, since nothing here checks them on the device:
   so a predicated-off copy may name any address. Their results are visible to the issuing
   thread after ``cp_async_wait_all()`` (or ``cp_async_wait_group(n)`` leaves at most n
   groups in flight), and to the block after a following ``cuda.syncthreads()``.
+
+The rest are here for Numba's front end rather than for an instruction: ``cp_async4_if`` and
+``select`` (what a conditional expression lowers to), ``lds4_into`` (``lds4`` into four elements
+of a local array) and the multiply-add blocks ``fma_block``, ``dot_block`` and ``axpy_block``
+(a register tile's FMAs for one k). Numba's front end spends time with the product of a
+function's basic blocks and its variables, and with that of its statements and the variables
+assigned more than once (every conditional expression makes blocks and one such variable);
+written out in a generated kernel's text, an unrolled K loop's FMA blocks and fragment loads
+were two thirds of its statements and most of its blocks. As intrinsics they are one call
+each, and each emits the LLVM IR that Numba made of the text it replaces (the FMA blocks the
+same constant-trip loops, which NVVM unrolls, around the same statements), so that the PTX is
+the same: its instructions, their order and their registers (the order of a tile's FMAs is
+ptxas's input for the register allocation of the K loop, docs/tuning.md, rung 25). An
+unrolled FMA block in place of the loops gave the same instructions with the fragments'
+registers numbered in another order.
 """
 
 from __future__ import annotations
@@ -40,9 +55,11 @@ __all__ = [
     "ldg4", "lds4", "sts4", "stg4", "ldg2", "stg2", "ldg1", "sts1", "stg1",
     "cp_async16", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait_all",
     "cp_async_wait_group", "grid_dependency_wait",
+    "cp_async4_if", "select", "lds4_into", "fma_block", "dot_block", "axpy_block",
     "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg2_py", "stg2_py", "ldg1_py", "sts1_py",
     "stg1_py", "cp_async16_py", "cp_async8_py", "cp_async4_py", "cp_async_commit_py",
     "cp_async_wait_all_py", "cp_async_wait_group_py", "grid_dependency_wait_py",
+    "cp_async4_if_py", "select_py", "lds4_into_py", "fma_block_py", "dot_block_py", "axpy_block_py",
 ]
 
 
@@ -142,6 +159,83 @@ def grid_dependency_wait_py():
     """The simulator runs one launch after another, so no earlier grid is still running."""
 
 
+# --- for Numba's front end: plain-Python semantics ------------------------------------------
+
+def cp_async4_if_py(dst, di, src, si, ok):
+    """``cp_async4(dst, di, src, si if ok else 0, 4 if ok else 0)``: ``src[si]`` when ``ok``,
+    else a zero with no source byte, named at ``src[0]`` whatever ``si`` is (past the matrix,
+    say)."""
+    dst[di] = src[si] if ok else 0.0
+
+
+def select_py(cond, a, b):
+    """``a if cond else b``, both already computed."""
+    return a if cond else b
+
+
+def lds4_into_py(dst, j, arr, i):
+    """``dst[j:j+4] = arr[i:i+4]``: a 16-byte read of shared ``arr`` into a local array."""
+    dst[j], dst[j + 1], dst[j + 2], dst[j + 3] = arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+
+def _sizes(what: str, *sizes) -> None:
+    if not all(isinstance(x, int) and x > 0 for x in sizes):
+        raise ValueError(f"{what} needs positive sizes, got {sizes!r}")
+
+
+def _fma_loops(tm: int, tn: int, outer: str) -> tuple[int, int]:
+    """Check ``fma_block``'s arguments; return its outer and inner trip counts."""
+    _sizes("fma_block", tm, tn)
+    if outer not in ("i", "j"):
+        raise ValueError(f"fma_block's outer loop runs over 'i' or 'j', got {outer!r}")
+    return (tm, tn) if outer == "i" else (tn, tm)
+
+
+def fma_block_py(tm: int, tn: int, outer: str = "i", snake: bool = False, col_major: bool = False):
+    """A function ``block(acc, fa, ia, fb, ib)`` doing ``acc[i * tn + j] += fa[ia + i] *
+    fb[ib + j]`` (``acc[j * tm + i]`` when ``col_major``) for every ``i < tm`` and ``j < tn``:
+    the outer loop over ``outer`` ("i" or "j"), the inner one over the other index, backwards
+    on odd outer iterations when ``snake``. An outer product, a GEMM's register tile for one k.
+
+    A factory, like ``cp_async_wait_group``: the sizes and the order are constants of the
+    code, so a generator calls it once per kernel and the kernel calls what it returns."""
+    n_out, n_in = _fma_loops(tm, tn, outer)
+
+    def block(acc, fa, ia, fb, ib):
+        for o in range(n_out):
+            for s in range(n_in):
+                x = s + o % 2 * (n_in - 1 - 2 * s) if snake else s
+                i, j = (o, x) if outer == "i" else (x, o)
+                acc[j * tm + i if col_major else i * tn + j] += fa[ia + i] * fb[ib + j]
+    return block
+
+
+def dot_block_py(n: int, k: int):
+    """A function ``block(acc, ia, fa, fb)`` doing ``acc[ia + c] += fa[e] * fb[c * k + e]`` for
+    ``c < n`` in order and, within each, ``e < k`` in order: n dot products of length k, each
+    added term by term into its accumulator. A factory, as :func:`fma_block_py`."""
+    _sizes("dot_block", n, k)
+
+    def block(acc, ia, fa, fb):
+        for c in range(n):
+            for e in range(k):
+                acc[ia + c] += fa[e] * fb[c * k + e]
+    return block
+
+
+def axpy_block_py(m: int, n: int):
+    """A function ``block(acc, ia, fa, fb, ib)`` doing ``acc[ia + i * n + j] += fa[i] *
+    fb[ib + j]`` for ``j < n`` in order and, within each, ``i < m`` in order: m rows of
+    accumulators each adding a multiple of one vector. A factory, as :func:`fma_block_py`."""
+    _sizes("axpy_block", m, n)
+
+    def block(acc, ia, fa, fb, ib):
+        for j in range(n):
+            for i in range(m):
+                acc[ia + i * n + j] += fa[i] * fb[ib + j]
+    return block
+
+
 # --- intrinsics (real targets) ---------------------------------------------------------------
 
 if SIMULATOR:
@@ -152,9 +246,14 @@ if SIMULATOR:
     cp_async_commit, cp_async_wait_all = cp_async_commit_py, cp_async_wait_all_py
     cp_async_wait_group = cp_async_wait_group_py
     grid_dependency_wait = grid_dependency_wait_py
+    cp_async4_if, select, lds4_into = cp_async4_if_py, select_py, lds4_into_py
+    fma_block, dot_block, axpy_block = fma_block_py, dot_block_py, axpy_block_py
 else:
+    import functools
+
     from llvmlite import ir
     from numba import types
+    from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
 
     _GLOBAL, _SHARED = 1, 3
@@ -164,6 +263,10 @@ else:
             raise TypeError(f"{name} needs a 1-D float32 array, got {arr}")
         if not isinstance(index, types.Integer):
             raise TypeError(f"{name} needs an integer element index, got {index}")
+
+    def _data(context, builder, sig, args, *positions):
+        """The data pointers of the array arguments at ``positions``, in that order."""
+        return tuple(context.make_array(sig.args[n])(context, builder, value=args[n]).data for n in positions)
 
     def _elem_ptr(context, builder, arrty, arr, idxty, idx, addrspace: int):
         """Typed ``float addrspace(n)*`` to ``arr[idx]``, 64-bit address arithmetic."""
@@ -343,4 +446,175 @@ else:
             return types.void(), _asm_void(f"cp.async.wait_group {n};")
 
         impl.__name__ = f"cp_async_wait_group{n}"
+        return intrinsic(impl)
+
+    # --- for Numba's front end (see the module's docstring)
+
+    @intrinsic
+    def cp_async4_if(typingctx, dst, di, src, si, ok):
+        """``cp_async4`` of ``src[si]`` when ``ok``, else of zero bytes named at ``src[0]``:
+        the selects that ``si if ok else 0`` and ``4 if ok else 0`` lower to, without the
+        branches Numba's front end makes of them."""
+        _check("cp_async4_if", dst, di)
+        _check("cp_async4_if", src, si)
+        if not isinstance(ok, types.Boolean):
+            raise TypeError(f"cp_async4_if needs a boolean condition, got {ok}")
+        asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
+
+        def codegen(context, builder, sig, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            keep = context.cast(builder, args[4], sig.args[4], types.boolean)
+            index = builder.select(keep, args[3], ir.Constant(args[3].type, 0))
+            sptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _SHARED)
+            gptr = _elem_ptr(context, builder, sig.args[2], args[2], sig.args[3], index, _GLOBAL)
+            nbytes = builder.select(keep, ir.Constant(i32, 4), ir.Constant(i32, 0))
+            op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm, "r,l,r,~{memory}",
+                              side_effect=True)
+            builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), nbytes])
+            return context.get_dummy_value()
+
+        return types.void(dst, di, src, si, ok), codegen
+
+    @intrinsic
+    def select(typingctx, cond, a, b):
+        """``a if cond else b`` as one LLVM ``select`` of two computed values: what Numba's
+        branches and phi for the conditional expression become, without the blocks and the
+        variable its SSA pass rewrites. Both values are computed, so neither may read memory
+        that ``cond`` guards."""
+        if not isinstance(cond, types.Boolean):
+            raise TypeError(f"select needs a boolean condition, got {cond}")
+        ty = typingctx.unify_pairs(a, b)
+        if not isinstance(ty, (types.Integer, types.Float)):
+            raise TypeError(f"select picks between numbers, got {a} and {b}")
+
+        def codegen(context, builder, sig, args):
+            keep = context.cast(builder, args[0], sig.args[0], types.boolean)
+            x = context.cast(builder, args[1], sig.args[1], ty)
+            y = context.cast(builder, args[2], sig.args[2], ty)
+            return builder.select(keep, x, y)
+
+        return ty(cond, a, b), codegen
+
+    @intrinsic
+    def lds4_into(typingctx, dst, j, arr, i):
+        """``dst[j:j+4] = arr[i:i+4]``: one 16-byte load of shared ``arr`` stored into local
+        ``dst``, as Numba lowers ``dst[j], ..., dst[j + 3] = lds4(arr, i)``."""
+        _check("lds4_into", arr, i)
+        _check("lds4_into", dst, j)
+
+        def codegen(context, builder, sig, args):
+            fptr = _elem_ptr(context, builder, sig.args[2], args[2], sig.args[3], args[3], _SHARED)
+            vec = builder.load(_vec_ptr(builder, fptr, _SHARED), align=16)
+            data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+            base = context.cast(builder, args[1], sig.args[1], types.int64)
+            for e in range(4):
+                val = builder.extract_element(vec, ir.Constant(ir.IntType(32), e))
+                builder.store(val, builder.gep(data, [builder.add(base, ir.Constant(base.type, e))]))
+            return context.get_dummy_value()
+
+        return types.void(dst, j, arr, i), codegen
+
+    def fma_block(tm: int, tn: int, outer: str = "i", snake: bool = False, col_major: bool = False):
+        """The intrinsic ``block(acc, fa, ia, fb, ib)`` of :func:`fma_block_py`: the loop nest
+        Numba lowers the same two ``range`` loops to (the snaking index as ``s + o % 2 *
+        (n_in - 1 - 2 * s)``), which NVVM unrolls as it unrolls those."""
+        n_out, n_in = _fma_loops(tm, tn, outer)
+        return _fma_block(tm, tn, outer, bool(snake), bool(col_major), n_out, n_in)
+
+    @functools.cache
+    def _fma_block(tm, tn, outer, snake, col_major, n_out, n_in):
+        def impl(typingctx, acc, fa, ia, fb, ib):
+            for arr, idx in ((acc, ia), (fa, ia), (fb, ib)):
+                _check("fma_block", arr, idx)
+
+            def codegen(context, builder, sig, args):
+                i64 = ir.IntType(64)
+                acc_p, fa_p, fb_p = _data(context, builder, sig, args, *(0, 1, 3))
+                ia_v = context.cast(builder, args[2], sig.args[2], types.int64)
+                ib_v = context.cast(builder, args[4], sig.args[4], types.int64)
+                with cgutils.for_range(builder, i64(n_out)) as lo:
+                    o = lo.index
+                    with cgutils.for_range(builder, i64(n_in)) as li:
+                        x = li.index
+                        if snake:
+                            back = builder.sub(i64(n_in - 1), builder.mul(x, i64(2)))
+                            x = builder.add(x, builder.mul(builder.and_(o, i64(1)), back))
+                        i, j = (o, x) if outer == "i" else (x, o)
+                        at = builder.add(builder.mul(j, i64(tm)), i) if col_major else \
+                            builder.add(builder.mul(i, i64(tn)), j)
+                        cp = builder.gep(acc_p, [at])
+                        c = builder.load(cp)
+                        a = builder.load(builder.gep(fa_p, [builder.add(ia_v, i)]))
+                        b = builder.load(builder.gep(fb_p, [builder.add(ib_v, j)]))
+                        builder.store(builder.fadd(c, builder.fmul(a, b)), cp)
+                return context.get_dummy_value()
+
+            return types.void(acc, fa, ia, fb, ib), codegen
+
+        impl.__name__ = f"fma_block_{tm}x{tn}_{outer}{'_snake' if snake else ''}{'_cm' if col_major else ''}"
+        return intrinsic(impl)
+
+    def dot_block(n: int, k: int):
+        """The intrinsic ``block(acc, ia, fa, fb)`` of :func:`dot_block_py`, its n x k
+        multiply-adds written out (as the statements it replaces were)."""
+        dot_block_py(n, k)  # checks the sizes
+        return _dot_block(n, k)
+
+    @functools.cache
+    def _dot_block(n, k):
+        def impl(typingctx, acc, ia, fa, fb):
+            _check("dot_block", acc, ia)
+            _check("dot_block", fa, ia)
+            _check("dot_block", fb, ia)
+
+            def codegen(context, builder, sig, args):
+                i64 = ir.IntType(64)
+                acc_p, fa_p, fb_p = _data(context, builder, sig, args, *(0, 2, 3))
+                base = context.cast(builder, args[1], sig.args[1], types.int64)
+                for c in range(n):
+                    for e in range(k):
+                        cp = builder.gep(acc_p, [builder.add(base, i64(c))])
+                        t = builder.load(cp)
+                        a = builder.load(builder.gep(fa_p, [i64(e)]))
+                        b = builder.load(builder.gep(fb_p, [i64(c * k + e)]))
+                        builder.store(builder.fadd(t, builder.fmul(a, b)), cp)
+                return context.get_dummy_value()
+
+            return types.void(acc, ia, fa, fb), codegen
+
+        impl.__name__ = f"dot_block_{n}x{k}"
+        return intrinsic(impl)
+
+    def axpy_block(m: int, n: int):
+        """The intrinsic ``block(acc, ia, fa, fb, ib)`` of :func:`axpy_block_py`: the loop over
+        j (a constant-trip loop, which NVVM unrolls) around the m multiply-adds written out,
+        as in the text it replaces."""
+        axpy_block_py(m, n)  # checks the sizes
+        return _axpy_block(m, n)
+
+    @functools.cache
+    def _axpy_block(m, n):
+        def impl(typingctx, acc, ia, fa, fb, ib):
+            _check("axpy_block", acc, ia)
+            _check("axpy_block", fa, ia)
+            _check("axpy_block", fb, ib)
+
+            def codegen(context, builder, sig, args):
+                i64 = ir.IntType(64)
+                acc_p, fa_p, fb_p = _data(context, builder, sig, args, *(0, 2, 3))
+                ia_v = context.cast(builder, args[1], sig.args[1], types.int64)
+                ib_v = context.cast(builder, args[4], sig.args[4], types.int64)
+                with cgutils.for_range(builder, i64(n)) as lj:
+                    j = lj.index
+                    for i in range(m):
+                        cp = builder.gep(acc_p, [builder.add(builder.add(ia_v, i64(i * n)), j)])
+                        t = builder.load(cp)
+                        a = builder.load(builder.gep(fa_p, [i64(i)]))
+                        b = builder.load(builder.gep(fb_p, [builder.add(ib_v, j)]))
+                        builder.store(builder.fadd(t, builder.fmul(a, b)), cp)
+                return context.get_dummy_value()
+
+            return types.void(acc, ia, fa, fb, ib), codegen
+
+        impl.__name__ = f"axpy_block_{m}x{n}"
         return intrinsic(impl)

@@ -56,14 +56,22 @@ whose range is empty stores zeros. :func:`grid_for` takes the number of splits.
 Unrolling: NVVM keeps a constant loop over the BK k steps rolled (its body is TM x TN FMAs),
 which would leave the register fragments indexed at run time, so the k steps are unrolled by
 generating the kernel's source from the config: per k step, the 16-byte fragment loads for
-the next step (register double buffering) and the TM x TN FMA block, written as two
-constant-trip loops over ``cuda.local.array`` accumulators that NVVM does unroll, so every
-index is a constant and nothing reaches local memory. (Writing the 64 FMAs out as scalar
-statements gives the same SASS main loop but makes Numba's front end 4-6x slower; the
-epilogue's row loops likewise.) The K loop itself is peeled three ways so its steady state has
-no K predicates: full steps, the step that copies the last slice (the one that ends A's or B's
-buffer: K tail, partial vectors element by element), and the last step. The text is compiled
-with ``exec`` under this file's name, so Numba's on-disk cache can key it.
+the next step (register double buffering) and the TM x TN FMA block, two constant-trip loops
+over ``cuda.local.array`` accumulators that NVVM does unroll, so every index is a constant and
+nothing reaches local memory. The text writes each as one call of an intrinsic of
+:mod:`sgblas.kernels.memory` (``lds4_into``, and ``fma_block``, which emits those loops), whose
+IR is what Numba made of the same loads and loops written in the text, so the PTX is the same:
+written in the text, the 48 FMA blocks and 192 fragment loads were two thirds of the kernel's
+statements and most of its basic blocks, and Numba's front end, whose passes grow with their
+products, took three to four times as long. (Writing the 64 FMAs out as scalar statements
+gives the same SASS main loop but makes the front end 4-6x slower still; the epilogue's row
+loops likewise.) For the same reason a conditional expression of two computed values is a
+``select`` call and one that loads is an ``if`` statement: each conditional expression costs
+Numba basic blocks and a variable that its SSA pass rewrites across the whole function. The K
+loop itself is peeled three ways so its steady state has no K predicates: full steps, the step
+that copies the last slice (the one that ends A's or B's buffer: K tail, partial vectors
+element by element), and the last step. The text is compiled with ``exec`` under this file's
+name, so Numba's on-disk cache can key it.
 
 Importing this module does not import Numba: the generator and the guard are plain Python,
 and Numba and :mod:`sgblas.kernels.memory` are imported by :func:`build_pyfunc` when a kernel
@@ -84,7 +92,7 @@ from typing import NamedTuple
 from sgblas.kernels.problem import GemmProblem
 from sgblas.runtime.device import SIMULATOR
 
-__all__ = ["TileConfig", "generate_source", "build_pyfunc", "grid_for", "guard"]
+__all__ = ["TileConfig", "generate_source", "build_pyfunc", "fma_loops", "grid_for", "guard"]
 
 
 @dataclass(frozen=True)
@@ -288,6 +296,11 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
 
     L: list[str] = []
     w = L.append
+    TM, TN = cfg.TM, cfg.TN
+    outer, snake = fma_loops(cfg)
+    # The intrinsic is made by the text, so that the FMA order is part of the text (which the
+    # kernel cache keys; of this module it keys only _namespace).
+    w(f"fma_block = fma_block_of({TM}, {TN}, {outer!r}, {snake})  # acc += fa x fb for one k")
     w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc{', k_chunk' if split else ''}):")
     if after_grid:
         w("    grid_dependency_wait()  # before any access to memory the kernel ahead may write")
@@ -359,9 +372,9 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
                 w(f"    {p}_full = {p}_left >= {V}")
                 w(f"    {p}_bytes = uint32(max(min({p}_left, int64({V})), int64(0))) * uint32(4)")
                 for e in range(V):
-                    w(f"    {p}_e{e} = uint32(4) if {p}_left > {e} else uint32(0)")
+                    w(f"    {p}_e{e} = select({p}_left > {e}, uint32(4), uint32(0))")
             else:
-                w(f"    {p}_e0 = uint32(4) if {p}_left > 0 else uint32(0)")
+                w(f"    {p}_e0 = select({p}_left > 0, uint32(4), uint32(0))")
             kb = f" + kbeg * {o.ld}" if split and p not in cfg.k_view else ""
             org = "" if p in cfg.origin_view else f"{o.org} + "
             w(f"    {p}_g = {org}int64({p}_r) + int64({p}_c) * {o.ld}{kb}   # 64-bit: scaled by ld")
@@ -396,7 +409,6 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
     w("    b_r = int64(bn0)                                 # my Bs fragment base, stage 0")
     w(f"    a_rflip = int64({STAGE['a']}) + 2 * a_r")
     w(f"    b_rflip = int64({STAGE['b']}) + 2 * b_r")
-    TM, TN = cfg.TM, cfg.TN
     w(f"    acc = cuda.local.array({TM * TN}, float32)    # {TM} x {TN} accumulators, acc[i * {TN} + j]")
     w(f"    fa = cuda.local.array({2 * TM}, float32)     # A fragments, two buffers of {TM}")
     w(f"    fb = cuda.local.array({2 * TN}, float32)     # B fragments, two buffers of {TN}")
@@ -422,7 +434,7 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
             soff = f"{x}_w + {g['cpp'] * r * o.S}" if r else f"{x}_w"
             kpred = f"{col} < kv"
             if V == 1:
-                nbytes = f"{x}_e0 if {kpred} else uint32(0)" if tail else f"{x}_e0"
+                nbytes = f"select({kpred}, {x}_e0, uint32(0))" if tail else f"{x}_e0"
                 w(f"{p}cp_async4({o.sh}, {soff}, {o.arr}, {goff}, {nbytes})")
                 continue
             if not tail:
@@ -438,7 +450,7 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
             w(f"{p}else:")
             for e in range(V):
                 w(f"{p}    cp_async4({o.sh}, {soff} + {e}, {o.arr}, {goff} + {e}, "
-                  f"{x}_e{e} if {kpred} else uint32(0))")
+                  f"select({kpred}, {x}_e{e}, uint32(0)))")
 
     def reg_slot(o: _Operand, r: int) -> tuple[int, int]:
         """(k offset, column pass) of a register-staged operand's load r."""
@@ -460,14 +472,19 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
                 w(f"{p}if {ok}:")
                 w(f"{p}    {dst} = {load}({o.arr}, {at})")
             elif V == 1:
-                w(f"{p}x{x}{r}_0 = ldg1({o.arr}, {at}) if {ok} and {q} < kv else float32(0)")
+                w(f"{p}if {ok} and {q} < kv:")
+                w(f"{p}    x{x}{r}_0 = ldg1({o.arr}, {at})")
+                w(f"{p}else:")
+                w(f"{p}    x{x}{r}_0 = float32(0)")
             else:
                 w(f"{p}if {ok} and {q} + uint32({V}) <= kv:")
                 w(f"{p}    {dst} = {load}({o.arr}, {at})")
                 w(f"{p}else:")
                 for e in range(V):
-                    w(f"{p}    x{x}{r}_{e} = ldg1({o.arr}, {at} + {e}) if {ok} and "
-                      f"{q} + uint32({e}) < kv else float32(0)")
+                    w(f"{p}    if {ok} and {q} + uint32({e}) < kv:")
+                    w(f"{p}        x{x}{r}_{e} = ldg1({o.arr}, {at} + {e})")
+                    w(f"{p}    else:")
+                    w(f"{p}        x{x}{r}_{e} = float32(0)")
 
     def store_reg(chunk, p: str) -> None:
         o, loads = chunk
@@ -508,32 +525,11 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
         for arr, sh, base, stride, t, gap in (("fa", "As", "a_r", SA, TM, WM // (TM // 4)),
                                               ("fb", "Bs", "b_r", SB, TN, WN // (TN // 4))):
             for h in range(t // 4):
-                dst = ", ".join(f"{arr}[{t * buf + 4 * h + e}]" for e in range(4))
-                w(f"{p}{dst} = lds4({sh}, {base} + {kk * stride + h * gap})")
+                w(f"{p}lds4_into({arr}, {t * buf + 4 * h}, {sh}, {base} + {kk * stride + h * gap})")
 
     def fma(p: str, buf: int) -> None:
-        # Constant trip counts: NVVM unrolls both loops, so every index is a constant and
-        # acc/fa/fb live in registers. The order of these independent FMAs is the input of
-        # ptxas's register allocation. "snake": the outer loop runs over the shorter side and
-        # the inner one snakes (forward, then backward), so each FMA shares a source with the
-        # one before, across rows too; in TN and TT it halved the FFMAs whose uncached sources
-        # share a register bank, under nvJitLink 13.0 and 13.5 alike, and cut their dispatch
-        # stalls (docs/tuning.md, rung 25). "snake_t" swaps the two loops: the same sharing,
-        # a different input to ptxas's allocator, which for TN's 4- and 8-byte rows and its
-        # slice kernel was the difference between a stack or four times the conflicts and
-        # neither (rung 30). Each accumulator adds its products in k order either way, so the
-        # bits do not depend on the order.
-        if cfg.fma == "rows":
-            w(f"{p}for i in range({TM}):")
-            w(f"{p}    for j in range({TN}):")
-        else:
-            (outer, n_out), (inner, n_in) = (("i", TM), ("j", TN)) if TM <= TN else (("j", TN), ("i", TM))
-            if cfg.fma == "snake_t":
-                (outer, n_out), (inner, n_in) = (inner, n_in), (outer, n_out)
-            w(f"{p}for {outer} in range({n_out}):")
-            w(f"{p}    for s in range({n_in}):")
-            w(f"{p}        {inner} = s if {outer} % 2 == 0 else {n_in - 1} - s")
-        w(f"{p}        acc[i * {TN} + j] += fa[{TM * buf} + i] * fb[{TN * buf} + j]")
+        # The TM x TN FMAs of one k, in fma_loops(cfg)'s order.
+        w(f"{p}fma_block(acc, fa, {TM * buf}, fb, {TN * buf})")
 
     def k_step_body(p: str, has_next: bool, tail: bool = False) -> None:
         """The BK unrolled k steps on the read stage; with has_next, hand over to the next."""
@@ -605,7 +601,9 @@ def _epilogue(cfg: TileConfig, w) -> None:
     # The TN columns are unrolled in the text; the row groups and the tail rows are loops
     # with constant trip counts, which NVVM unrolls, so acc keeps constant indices. (Writing
     # every store out gives the same K loop and a third more text: 29 s of front end instead
-    # of 19 s for the 128x128 NN kernel, docs/tuning.md.)
+    # of 19 s for the 128x128 NN kernel, docs/tuning.md. A loop over the 4 columns of a
+    # sub-tile would cut the front end's time by another quarter, but NVVM's code for it
+    # differs, and with it ptxas's registers in the K loop.)
     w("    r_base = row0 + int64(am0)")
     for sn in range(TN // 4):
         for e in range(4):
@@ -641,7 +639,9 @@ def _epilogue(cfg: TileConfig, w) -> None:
                 if split:
                     w(f"{q}        stg1(C, off + i, v)")
                 else:
-                    w(f"{q}        stg1(C, off + i, v + beta * ldg1(C, off + i) if for_beta else v)")
+                    w(f"{q}        if for_beta:")
+                    w(f"{q}            v += beta * ldg1(C, off + i)")
+                    w(f"{q}        stg1(C, off + i, v)")
 
 
 def _epilogue_staged(cfg: TileConfig, w) -> None:
@@ -689,6 +689,28 @@ def _epilogue_staged(cfg: TileConfig, w) -> None:
         w("                stg1(C, off, v + beta * ldg1(C, off) if for_beta else v)")
 
 
+def fma_loops(cfg: TileConfig) -> tuple[str, bool]:
+    """The order of the FMA block of one k, as :func:`sgblas.kernels.memory.fma_block` takes it:
+    the index ("i" for rows, "j" for columns) of its outer loop, and whether the inner loop
+    snakes (runs backwards on odd outer iterations).
+
+    The order of these independent FMAs is the input of ptxas's register allocation. "snake":
+    the outer loop runs over the shorter side and the inner one snakes (forward, then
+    backward), so each FMA shares a source with the one before, across rows too; in TN and TT
+    it halved the FFMAs whose uncached sources share a register bank, under nvJitLink 13.0 and
+    13.5 alike, and cut their dispatch stalls (docs/tuning.md, rung 25). "snake_t" swaps the
+    two loops: the same sharing, a different input to ptxas's allocator, which for TN's 4- and
+    8-byte rows and its slice kernel was the difference between a stack or four times the
+    conflicts and neither (rung 30). "rows": i outer, j inner. Each accumulator adds its
+    products in k order either way, so the bits do not depend on the order."""
+    if cfg.fma == "rows":
+        return "i", False
+    outer = "i" if cfg.TM <= cfg.TN else "j"
+    if cfg.fma == "snake_t":
+        outer = "j" if outer == "i" else "i"
+    return outer, True
+
+
 def generate_source(cfg: TileConfig, fname: str, after_grid: bool = False) -> str:
     """The Python source of the kernel function ``fname`` for ``cfg`` (``after_grid``: see
     :func:`_src_lines`)."""
@@ -703,6 +725,7 @@ def _namespace() -> dict:
 
     return {
         "__name__": __name__,
+        "fma_block_of": memory.fma_block, "lds4_into": memory.lds4_into, "select": memory.select,
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
         "ldg4": memory.ldg4, "lds4": memory.lds4, "sts4": memory.sts4, "stg4": memory.stg4,
         "ldg2": memory.ldg2, "stg2": memory.stg2,

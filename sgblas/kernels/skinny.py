@@ -52,7 +52,14 @@ reaches past the matrix.
 
 The kernel text is generated from :class:`SkinnyConfig` (like :mod:`sgblas.kernels.sgemm_simt`,
 so every register index is a constant) and compiled by :mod:`sgblas.kernels.skinny_jit`; this
-module imports without Numba.
+module imports without Numba. The text writes the multiply-adds of a step, the 16-byte shared
+reads that feed them and the element-by-element copies of the tails as calls of intrinsics of
+:mod:`sgblas.kernels.memory` (``dot_block``, ``axpy_block``, ``lds4_into``, ``cp_async4_if``),
+which emit the IR Numba made of the statements and conditional expressions they replace: the
+same PTX, for about a seventh of the front end's time, which grows with the text's basic
+blocks, statements and reassigned names (:mod:`sgblas.kernels.sgemm_simt`, "Unrolling"). The
+rest of the text stays as it was where a cheaper form changed the code NVVM makes of the fast
+loop (``_copy_to_ring``).
 """
 
 from __future__ import annotations
@@ -341,8 +348,8 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
     w(f"{ind}        for t in range({SBUF // threads}):")
     w(f"{ind}            skt = sk + t * {threads // MP}")
     w(f"{ind}            skv = skt < ke")
-    w(f"{ind}            cp_async4(Ss, int64(swb ^ uint32((t * {4 * VP}) & 7 * 4)) + ((t * {VP}) & ~7) * 4, "
-      f"{r['S']}, int64(sp) + skt * s_k if skv else int64(0), uint32(4) if skv else uint32(0))")
+    w(f"{ind}            cp_async4_if(Ss, int64(swb ^ uint32((t * {4 * VP}) & 7 * 4)) + ((t * {VP}) & ~7) * 4, "
+      f"{r['S']}, int64(sp) + skt * s_k, skv)")
 
 
 #: ``threadIdx.x`` read where it is written (:func:`sgblas.kernels.memory.tid_x_again`); the
@@ -377,6 +384,8 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w(f"    acc = cuda.local.array({MP * NC}, float32)   # acc[i * {NC} + c]: row i, column q_c")
     w(f"    for i in range({MP * NC}):")
     w("        acc[i] = float32(0)")
+    w("    fa = cuda.local.array(4, float32)   # a row's 4 k values of S")
+    w(f"    fb = cuda.local.array({4 * NC}, float32)   # fb[4 c + e]: the step's 4 k values of column q_c")
 
     def copy_l(ind: str, kstep: str, j: int, fast: bool) -> None:
         """Copy my vectors of the step starting at k = kstep into ring slot j; ``fast``: every
@@ -393,12 +402,12 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             d = f"{(j * NC + c) * T * 4} + rt"
             has = f"qn > uint32({c * (32 // LK)})"
             _copy_to_ring(w, p, d, Lr, f"lc{c} + kn", None if fast else f"{has} and kn + 4 <= ke",
-                          lambda e: f"{has} and kn + {e} < ke")
+                          lambda e: f"({has}) & (kn + {e} < ke)")
 
     def compute(ind: str, st: str, j: int) -> None:
         """Multiply the step st of this piece, read from ring slot j, into the accumulators."""
         for c in range(NC):
-            w(f"{ind}b{c}0, b{c}1, b{c}2, b{c}3 = lds4(Lring, {(j * NC + c) * T * 4} + rt)")
+            w(f"{ind}lds4_into(fb, {4 * c}, Lring, {(j * NC + c) * T * 4} + rt)")
         swz = _swizzled(r)
         if swz:
             # The swizzle moves only bits 2-4 of the index (the vector within an aligned group
@@ -414,14 +423,12 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
                 p = ind + "    "
             w(f"{p}for rr in range(4):")
             if swz:  # row 4 rb + rr keeps my vector lr at lr ^ (row & 7)
-                w(f"{p}    a0, a1, a2, a3 = lds4(Ss, int64(sbw ^ uint32({16 * (rb & 1)} + 4 * rr)) + "
+                w(f"{p}    lds4_into(fa, 0, Ss, int64(sbw ^ uint32({16 * (rb & 1)} + 4 * rr)) + "
                   f"{st} * {SK} + ({4 * rb} + rr) * {KC})")
             else:
-                w(f"{p}    a0, a1, a2, a3 = lds4(Ss, so + ({4 * rb} + rr) * {KC})")
-            w(f"{p}    ai = ({4 * rb} + rr) * {NC}")
-            for c in range(NC):
-                for e in range(4):
-                    w(f"{p}    acc[ai + {c}] += a{e} * b{c}{e}")
+                w(f"{p}    lds4_into(fa, 0, Ss, so + ({4 * rb} + rr) * {KC})")
+            # acc[row * NC + c] += fa[e] * fb[4 c + e] for each c, then e, in order
+            w(f"{p}    dot_block(acc, ({4 * rb} + rr) * {NC}, fa, fb)")
 
     # cp.async groups, one FIFO per thread: the prologue commits S's piece 0 as a group of its
     # own, then one group per step of L, always (empty past the end), so a group's place in the
@@ -485,6 +492,7 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     w(f"    for i in range({MP * VQ}):")
     w("        acc[i] = float32(0)")
     w(f"    fb = cuda.local.array({KU * 4}, float32)  # L vectors of one step from the ring: fb[u*4 + e]")
+    w("    fs = cuda.local.array(4, float32)  # 4 rows of S at one k")
     w(f"    for i in range({KU * 4}):")
     w("        fb[i] = float32(0)")
 
@@ -497,8 +505,7 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             w(f"{ind}sk = kb + {piece} * {KC} + e // {MP}")
             w(f"{ind}if sp < P:  # rows past P: see the dot kernel's staging")
             w(f"{ind}    ok = sk < ke")
-            w(f"{ind}    cp_async4(Ss, sd + e, {r['S']}, sp * s_p + sk * s_k if ok else int64(0), "
-              f"uint32(4) if ok else uint32(0))")
+            w(f"{ind}    cp_async4_if(Ss, sd + e, {r['S']}, sp * s_p + sk * s_k, ok)")
 
     # Ring slot j holds step g when g % R == j: vector u of thread t at ((j * KU + u) * T + t) * 4,
     # so a warp's 16-byte copies and reads are consecutive. The dot loop's scheme and cp.async
@@ -521,13 +528,12 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             d = f"{(j * KU + u) * T * 4} + rt"
             w(f"{p}lg = lq + ({kstep} + {u}) * ldl")
             _copy_to_ring(w, p, d, Lr, "lg", None if fast else f"qfull and {kstep} + {u} < ke",
-                          lambda e: f"{kstep} + {u} < ke and q + {e} < Q")
+                          lambda e: f"({kstep} + {u} < ke) & (q + {e} < Q)")
 
     def multiply(ind: str, st: str, j: int) -> None:
         """Multiply step st of this piece, read from ring slot j, into the accumulators."""
         for u in range(KU):
-            w(f"{ind}fb[{4 * u}], fb[{4 * u + 1}], fb[{4 * u + 2}], fb[{4 * u + 3}] = "
-              f"lds4(Lring, {(j * KU + u) * T * 4} + rt)")
+            w(f"{ind}lds4_into(fb, {4 * u}, Lring, {(j * KU + u) * T * 4} + rt)")
         w(f"{ind}so = boff + {st} * {KU * MP}")
         for rb in range(MP // 4):
             p = ind
@@ -535,10 +541,9 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
                 w(f"{ind}if pl > uint32({4 * rb}):")
                 p = ind + "    "
             w(f"{p}for u in range({KU}):")
-            w(f"{p}    s0, s1, s2, s3 = lds4(Ss, so + u * {MP} + {4 * rb})")
-            w(f"{p}    for e in range(4):")
-            for jj in range(4):
-                w(f"{p}        acc[{(4 * rb + jj) * 4} + e] += s{jj} * fb[u * 4 + e]")
+            w(f"{p}    lds4_into(fs, 0, Ss, so + u * {MP} + {4 * rb})")
+            # acc[(4 rb + jj) * 4 + e] += fs[jj] * fb[u * 4 + e] for each e, then jj
+            w(f"{p}    axpy_block(acc, {4 * rb * VQ}, fs, fb, u * {VQ})")
 
     _ring_loop(w, cfg, stage, copy_l, multiply, fast_if="qfull")
     # The CTA's outputs go out through the ring, laid out as C holds them (P contiguous along
@@ -599,10 +604,12 @@ def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) 
     w(f"{p}if {whole}:")
     w(f"{p}    cp_async16(Lring, {d}, {Lr}, {src}, uint32(16))")
     w(f"{p}else:")
+    # Written out, each condition in a statement of its own, as when it fed two conditional
+    # expressions: as a loop, or with the condition inside the call, NVVM rebuilt the swizzled
+    # shared addresses in the dot kernel's fast loop (32 to 40 more SASS instructions).
     for e in range(4):
         w(f"{p}    v = {has(e)}")
-        w(f"{p}    cp_async4(Lring, {d} + {e}, {Lr}, {src} + {e} if v else int64(0), "
-          f"uint32(4) if v else uint32(0))")
+        w(f"{p}    cp_async4_if(Lring, {d} + {e}, {Lr}, {src} + {e}, v)")
 
 
 def _ring_loop(w, cfg: SkinnyConfig, stage, copy_l, multiply, *, fast_if: str) -> None:

@@ -215,7 +215,7 @@ def test_generated_source_copies_by_layout_and_alignment(name):
         assert not re.search(r"\b(ldg2|stg2|cp_async8)\(", src), name
     # the k steps are unrolled: each one's A fragment load appears in the 3 peeled K steps
     for kk in range(cfg.BK):
-        assert src.count(f"lds4(As, a_r + {kk * cfg.SA})") == 3, (name, kk)
+        assert src.count(f", As, a_r + {kk * cfg.SA})") == 3, (name, kk)
     # k-major operands have padded shared rows (conflict-free transposed stores)
     assert cfg.SA == cfg.BM + cfg.KPAD * cfg.a_kmajor and cfg.SB == cfg.BN + cfg.KPAD * cfg.b_kmajor
 
@@ -234,27 +234,33 @@ def test_a_larger_thread_tile_loads_fewer_fragments_per_fma(pair):
     assert cfg.THREADS == 128 and cfg.name() == "128x128x16t16x8" and TileConfig().name() == "128x128x16"
     src = generate_source(cfg, "probe")
     compile(src, "probe", "exec")
-    assert "acc = cuda.local.array(128, float32)" in src and "for i in range(16):" in src
+    assert "acc = cuda.local.array(128, float32)" in src and "fma_block_of(16, 8, " in src
     for kk in range(cfg.BK):
         for h in range(4):   # A: 4 sub-tiles 16 rows apart
-            assert src.count(f"lds4(As, a_r + {kk * cfg.SA + h * 16})") == 3, (kk, h)
+            assert src.count(f", As, a_r + {kk * cfg.SA + h * 16})") == 3, (kk, h)
         for h in range(2):   # B: 2 sub-tiles 32 columns apart
-            assert src.count(f"lds4(Bs, b_r + {kk * cfg.SB + h * 32})") == 3, (kk, h)
-    assert src.count("lds4(As, a_r + ") == 3 * 4 * cfg.BK and src.count("lds4(Bs, b_r + ") == 3 * 2 * cfg.BK
+            assert src.count(f", Bs, b_r + {kk * cfg.SB + h * 32})") == 3, (kk, h)
+    assert src.count("lds4_into(fa, ") == 3 * 4 * cfg.BK and src.count("lds4_into(fb, ") == 3 * 2 * cfg.BK
+    assert src.count("fma_block(acc, fa, ") == 3 * cfg.BK
 
 
 def _fma_order(src: str) -> list[tuple[int, int]]:
-    """The (i, j) order of one k step's FMA block, by running the generated loops."""
-    lines = src.splitlines()
-    last = next(n for n, line in enumerate(lines) if "+= fa[" in line)
-    first = last
-    while re.match(r"\s*(for \w+ in range\(\d+\):|[ij] = s if )", lines[first - 1]):
-        first -= 1
-    block = lines[first:last]
-    indent = len(block[0]) - len(block[0].lstrip())
-    body = "\n".join(line[indent:] for line in block) + "\n" + " " * 8 + "order.append((i, j))\n"
+    """The (i, j) order of one k step's FMA block, by running the block the generated text
+    makes (``fma_block = fma_block_of(...)``) in Python on an accumulator that records it."""
+    line = next(line for line in src.splitlines() if line.startswith("fma_block = fma_block_of("))
+    scope = {"fma_block_of": memory.fma_block_py}
+    exec(line, scope)  # noqa: S102 - the generator's own text
+    tm, tn = map(int, re.match(r"fma_block = fma_block_of\((\d+), (\d+),", line).groups())
     order: list[tuple[int, int]] = []
-    exec(body, {"order": order})  # noqa: S102 - the generator's own text
+
+    class Acc:
+        def __getitem__(self, x):
+            return 0.0
+
+        def __setitem__(self, x, v):
+            order.append(divmod(x, tn))
+
+    scope["fma_block"](Acc(), [0.0] * tm, 0, [0.0] * tn, 0)
     return order
 
 
@@ -414,6 +420,42 @@ def test_memory_python_semantics():
     memory.stg1_py(dst, 7, 0)
     np.testing.assert_array_equal(dst, [1, 2, 5, 5, 9, 8, 7, 0])
     assert memory.cp_async_wait_group_py(1)() is None
+    memory.cp_async4_if_py(dst, 1, src, 2, True)
+    memory.cp_async4_if_py(dst, 2, src, 10**9, False)  # no source byte: never reads it
+    np.testing.assert_array_equal(dst[:3], [1, 3, 0])
+    frag = np.zeros(8, np.float32)
+    memory.lds4_into_py(frag, 4, src, 2)
+    np.testing.assert_array_equal(frag, [0, 0, 0, 0, 3, 4, 5, 6])
+    assert memory.select_py(True, 3, 4) == 3 and memory.select_py(False, 3, 4) == 4
+
+
+def test_fma_block_python_semantics():
+    """``fma_block``: acc[i * tn + j] (or acc[j * tm + i]) += fa[ia + i] * fb[ib + j], every
+    pair once, in the order its loops say."""
+    fa, fb = np.arange(1, 5, dtype=np.float32), np.arange(10, 16, dtype=np.float32)
+    for outer in ("i", "j"):
+        for snake in (False, True):
+            for col_major in (False, True):
+                acc = np.ones(6, np.float32)
+                memory.fma_block_py(2, 3, outer, snake, col_major)(acc, fa, 2, fb, 1)
+                want = 1 + np.outer(fa[2:4], fb[1:4])
+                np.testing.assert_array_equal(acc, (want.T if col_major else want).ravel())
+    with pytest.raises(ValueError, match="outer loop"):
+        memory.fma_block_py(2, 3, "k")
+
+
+def test_dot_and_axpy_blocks_python_semantics():
+    """``dot_block``: acc[ia + c] += fa[e] * fb[c * k + e], term by term in order;
+    ``axpy_block``: acc[ia + i * n + j] += fa[i] * fb[ib + j] (the skinny kernels' steps)."""
+    fa, fb = np.arange(1, 4, dtype=np.float32), np.arange(1, 13, dtype=np.float32)
+    acc = np.ones(6, np.float32)
+    memory.dot_block_py(4, 3)(acc, 1, fa, fb)
+    np.testing.assert_array_equal(acc, [1] + [1 + fb[3 * c: 3 * c + 3] @ fa for c in range(4)] + [1])
+    acc = np.ones(8, np.float32)
+    memory.axpy_block_py(3, 2)(acc, 1, fa, fb, 5)
+    np.testing.assert_array_equal(acc, [1, *(1 + np.outer(fa, fb[5:7])).ravel(), 1])
+    with pytest.raises(ValueError, match="positive sizes"):
+        memory.dot_block_py(0, 4)
 
 
 # --------------------------------------------------------------------------------------
