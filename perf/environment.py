@@ -189,10 +189,11 @@ def cache_toolchains(cc: tuple[int, int]) -> dict[str, int]:
     (docs/tuning.md, "Run J")."""
     from sgblas.kernels.spec import REGISTRY
     from sgblas.runtime import cache as kernel_cache
+    from sgblas.runtime.build import cubin_key, variant_key
 
     counts: dict[str, int] = {}
     for spec in REGISTRY:
-        entry = kernel_cache.read(spec.name, cc)
+        entry = kernel_cache.read(spec.name, cc, cubin_key(variant_key(spec, cc)))
         key = "missing" if entry is None else (cubin_toolchain(entry.cubin) or "unknown")
         counts[key] = counts.get(key, 0) + 1
     return counts

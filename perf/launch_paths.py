@@ -39,6 +39,7 @@ def main() -> None:
 
     import sgblas
     from sgblas.runtime import cache as kernel_cache, driver as sg_driver
+    from sgblas.runtime.build import cubin_key, variant_key
     from sgblas.kernels import general
     from sgblas.kernels.abi import GEMM
     from sgblas.kernels.spec import GEMM_KERNELS
@@ -63,7 +64,7 @@ def main() -> None:
             i32(n), i32(n), i32(n), f32(1), a, i32(n), b, i32(n), f32(0), c, i32(n)))
 
     # The same cubin sgblas launches, loaded through cuda.core.
-    entry = kernel_cache.read(loaded.name, h.cc)
+    entry = kernel_cache.read(loaded.name, h.cc, cubin_key(variant_key(spec, h.cc)))
     core_kernel = ObjectCode.from_cubin(entry.cubin).get_kernel(entry.entry_name)
     config = LaunchConfig(grid=grid, block=loaded.block)
     core_stream = Stream.from_handle(0)

@@ -1,15 +1,18 @@
 """``python perf/sanitizer_api_errors.py --order ORDER``: why compute-sanitizer reports failed
-``cuGetProcAddress_v2`` calls when Numba initialises after sgblas, and not the other way round.
+``cuGetProcAddress_v2`` calls when Numba initialises after sgblas's set-up, and not the other
+way round, nor after a mere ``import sgblas``.
 
 Run each order in its own process under the sanitizer's memcheck with API-error reporting at
 its default and compare the ``ERROR SUMMARY`` lines (docs/reliability.md has the commands and
 the explanation):
 
-* ``sgblas-first``: ``import sgblas`` and a ``Handle`` (the driver is initialised through
-  ctypes: ``cuInit``), then Numba makes its context (``cuda.bindings`` fills its table of
-  driver entry points with one ``cuGetProcAddress_v2`` per symbol: after ``cuInit``).
-* ``numba-first``: the same two steps the other way round (the table is filled before
-  anybody called ``cuInit``).
+* ``import-first``: ``import sgblas`` (which calls no driver function), then Numba makes its
+  context (``cuda.bindings`` fills its table of driver entry points, one
+  ``cuGetProcAddress_v2`` per symbol, before its own ``cuInit``), then a ``Handle``.
+* ``sgblas-first``: ``import sgblas`` and a ``Handle`` (the set-up initialises the driver
+  through ctypes: ``cuInit``), then Numba makes its context (the table is filled after
+  ``cuInit``).
+* ``numba-first``: Numba, then sgblas (the table is filled before anybody called ``cuInit``).
 * ``bindings-first``: ``cuda.bindings`` fills its table (``cuDriverGetVersion``, which needs
   no ``cuInit``), then sgblas, then Numba: the cheap way to keep sgblas-first processes clean.
 * ``probe``: neither library; ``cuGetProcAddress_v2`` is asked, through ctypes, for a symbol
@@ -27,7 +30,7 @@ import argparse
 import ctypes
 import sys
 
-ORDERS = ("sgblas-first", "numba-first", "bindings-first", "probe")
+ORDERS = ("import-first", "sgblas-first", "numba-first", "bindings-first", "probe")
 
 
 def _say(text: str) -> None:
@@ -55,13 +58,22 @@ def _bindings_version() -> str:
         return "absent"
 
 
+def _import_phase(label: str) -> None:
+    _say(f"{label}: import sgblas (no driver call: libcuda is not even opened)")
+    import sgblas
+    from sgblas.runtime import driver
+
+    _say(f"{label}: done; sgblas opened libcuda: {driver._libcuda is not None}, "
+         f"cuda.bindings imported: {'cuda.bindings.driver' in sys.modules}")
+
+
 def _sgblas_phase(label: str) -> None:
-    _say(f"{label}: import sgblas and create a Handle (libcuda through ctypes: cuInit, no cuGetProcAddress)")
+    _say(f"{label}: import sgblas and create a Handle (the set-up: libcuda through ctypes, cuInit, "
+         f"no cuGetProcAddress)")
     import sgblas
 
     handle = sgblas.Handle()
-    _say(f"{label}: done; sgblas.warmup_error() = {sgblas.warmup_error()!r}, device {handle.device}, "
-         f"cuda.bindings imported: {'cuda.bindings.driver' in sys.modules}")
+    _say(f"{label}: done; device {handle.device}, cuda.bindings imported: {'cuda.bindings.driver' in sys.modules}")
 
 
 def _numba_phase(label: str) -> None:
@@ -113,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         _say("expected under memcheck: 1 error (the lookup after cuInit), since the one before cuInit "
              "happens before the sanitizer is loaded")
         return 0
-    phases = {"sgblas-first": (_sgblas_phase, _numba_phase),
+    phases = {"import-first": (_import_phase, _numba_phase, _sgblas_phase),
+              "sgblas-first": (_sgblas_phase, _numba_phase),
               "numba-first": (_numba_phase, _sgblas_phase),
               "bindings-first": (_bindings_phase, _sgblas_phase, _numba_phase)}[args.order]
     for number, phase in enumerate(phases, 1):

@@ -20,7 +20,7 @@ cuBLAS's (relative Frobenius error). Writes ``simt_lab.json`` and prints a Markd
 
 For tuning: ``--variants A,B,...`` times each listed variant that can run a case (only those
 are compiled and no handle is made, so a trial row of the manifest costs its own compile, not
-a warm-up of the registry; run it with ``SGBLAS_NO_WARMUP=1``), ``--shapes MxNxK,...``
+a warm-up of the registry), ``--shapes MxNxK,...``
 replaces the built-in cases (tight leading dimensions, the pairs of ``--pairs``), and
 ``--profile`` launches each variant twice per case and times nothing, for ``ncu`` (profile the
 second launch).

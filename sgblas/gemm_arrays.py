@@ -76,11 +76,14 @@ def default_handle(device: int | None = None, stream: Any = None) -> Handle:
     """gemm's handle for ``device`` (default: the current device) and ``stream`` (any stream
     :class:`Handle` accepts; default: the legacy default stream), created on first use.
 
-    Creating one makes no call wait: the kernels were made resident in the device's context at
-    import or by an earlier handle (see docs/api.md, "Streams"), and the workspace is allocated
-    with ``cuMemAlloc``, which does not wait for running work. On a stream being captured into
-    a CUDA graph, where allocating is not allowed, the handle gets no workspace (its calls then
-    run kernels that need none).
+    The first one of a device is gemm's set-up there, unless :func:`sgblas.initialize` or a
+    :class:`Handle` of that device did it already: it loads the kernels and makes them resident
+    in the device's primary context, which may wait once for the context's running work (this
+    is why gemm's first call on a device may wait, as cuBLAS's handle creation inside a
+    library's first matmul does). Later ones wait for nothing: the kernels are resident, and
+    the workspace is the one :func:`sgblas.initialize` reserved or a ``cuMemAlloc``, which does
+    not wait for running work. On a stream being captured into a CUDA graph, where allocating
+    is not allowed, the handle gets no workspace (its calls then run kernels that need none).
     """
     if device is None:
         from sgblas.runtime.device import current_device
@@ -212,6 +215,11 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     current stream, PyTorch's current stream of the tensors' device, Numba's default stream,
     the legacy default stream for other exporters. Operands of two libraries, or a ``stream``
     that disagrees with ``handle``, raise :class:`InvalidValueError`.
+
+    The first call on a device sets sgblas up there (loads the kernels and makes them resident
+    in the device's primary context), which may wait once for work already running in that
+    context, unless :func:`sgblas.initialize` or a :class:`Handle` of the device did it before;
+    no call after it waits.
 
     Raises :class:`InvalidValueError` (a ``ValueError``) naming the bad value for invalid
     arguments, and :class:`SgblasError` carrying the status for other failures.

@@ -1,44 +1,59 @@
-"""The handle: a device, a stream, a math mode and a workspace that every call on it uses."""
+"""The handle: a device, a stream, a math mode and a workspace that every call on it uses; and
+:func:`initialize`, the set-up a handle does, done ahead of time for a device.
+
+Nothing here touches CUDA when it is imported: the driver is first called by a handle's
+creation, by :func:`initialize`, or by a call's reading of its operands.
+"""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from sgblas.dispatch.plan import memo_for
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
 from sgblas.kernels.spec import REGISTRY
-from sgblas.runtime import driver, loader
+from sgblas.runtime import driver
 from sgblas.runtime.device import (BACKEND, compute_capability, current_device, device_count, device_properties,
                                    primary_context_handle)
 from sgblas.runtime.driver import CUDA_ERROR_NO_BINARY_FOR_GPU, DriverError, stream_context
 
-__all__ = ["Handle", "stream_handle", "DEFAULT_WORKSPACE_BYTES"]
+__all__ = ["Handle", "initialize", "stream_handle", "DEFAULT_WORKSPACE_BYTES"]
 
 #: The workspace a handle allocates unless told otherwise (as cuBLAS recommends for Hopper).
 DEFAULT_WORKSPACE_BYTES: int = 32 * 1024 * 1024
 
 #: Per device, ``(pointer, allocation id)`` of a workspace of :data:`DEFAULT_WORKSPACE_BYTES`
-#: that ``import sgblas`` allocated in the device's primary context (:func:`reserve_workspace`).
-#: The first handle of that device that asks for the default size takes it over, so creating
-#: it, or gemm's first call, which creates gemm's handle, does not pay for ``cuMemAlloc``
+#: that :func:`initialize` allocated in the device's primary context (:func:`reserve_workspace`).
+#: The first handle of that device that asks for the default size takes it over, so that
+#: gemm's first call, which creates gemm's handle, does not pay for ``cuMemAlloc``
 #: (docs/api.md). The id guards against a reset of the context in between (Numba's
 #: ``cuda.close()`` resets it), which frees the allocation behind sgblas's back.
 _RESERVED: dict[int, tuple[int, int]] = {}
+#: The devices a workspace was ever reserved for: a second :func:`initialize` must not reserve
+#: another one after a handle took the first, since nothing might ever take it.
+_EVER_RESERVED: set[int] = set()
+_reserve_lock = threading.Lock()
 
 
 def reserve_workspace(device: int) -> None:
-    """Allocate :data:`_RESERVED`'s workspace for ``device`` (a set-up step; once)."""
-    if BACKEND.simulated or device in _RESERVED:
+    """Allocate :data:`_RESERVED`'s workspace for ``device`` (a set-up step; once per device and
+    process, however often it is asked)."""
+    if BACKEND.simulated:
         return
-    with driver.made_current(primary_context_handle(device)):
-        ptr = driver.mem_alloc(DEFAULT_WORKSPACE_BYTES)
-    buffer_id = driver.pointer_buffer_id(ptr)
-    if buffer_id is None:  # cannot be checked later, so not kept
+    with _reserve_lock:
+        if device in _EVER_RESERVED:
+            return
         with driver.made_current(primary_context_handle(device)):
-            driver.mem_free(ptr)
-        return
-    _RESERVED[device] = (ptr, buffer_id)
+            ptr = driver.mem_alloc(DEFAULT_WORKSPACE_BYTES)
+        _EVER_RESERVED.add(device)
+        buffer_id = driver.pointer_buffer_id(ptr)
+        if buffer_id is None:  # cannot be checked later, so not kept
+            with driver.made_current(primary_context_handle(device)):
+                driver.mem_free(ptr)
+            return
+        _RESERVED[device] = (ptr, buffer_id)
 
 
 def _take_reserved(device: int) -> int:
@@ -48,6 +63,72 @@ def _take_reserved(device: int) -> int:
     if reserved is None or driver.pointer_buffer_id(reserved[0]) != reserved[1]:
         return 0
     return reserved[0]
+
+
+def _device_ordinal(device: Any) -> int:
+    """``device`` checked (None: the calling thread's current device), or the error a handle
+    raises for it."""
+    count = device_count()
+    if count == 0:
+        raise SgblasError(Status.NOT_INITIALIZED, "no CUDA device is present, so sgblas cannot be set up")
+    if device is None:
+        device = current_device()
+    if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:
+        raise InvalidValueError(f"device={device!r} is not a device ordinal in [0, {count})")
+    return device
+
+
+def _resident_kernels(device: int) -> dict:
+    """Every kernel variant of ``device``, loaded (compiled first when the cache lacks it) and
+    resident in its primary context, which is retained (and so created when nothing has yet).
+    The one place sgblas may wait for a context's running work: putting code into a context
+    waits for its streams, and doing it here is what keeps every call from doing it."""
+    cc = compute_capability(device)
+    try:
+        # The loader (and the compiler's machinery behind it) is set-up code: not imported
+        # with the package, whose import stays cheap.
+        from sgblas.runtime import loader
+
+        kernels = loader.loaded_kernels(device, REGISTRY)
+        loader.make_resident(device)
+    except Exception as exc:
+        # Numba's compiler cannot target the device (numba.cuda.cudadrv.error), or the
+        # driver finds no code for it in a cubin.
+        if type(exc).__name__ == "CCSupportError" or getattr(exc, "code", None) == CUDA_ERROR_NO_BINARY_FOR_GPU:
+            raise SgblasError(Status.ARCH_MISMATCH,
+                              f"device {device} has compute capability {cc[0]}.{cc[1]}, "
+                              f"which sgblas's kernels cannot be built or loaded for: {exc}") from exc
+        raise SgblasError(Status.INTERNAL_ERROR,
+                          f"loading sgblas's kernels for device {device} failed: {exc}") from exc
+    return kernels
+
+
+def initialize(device: int | None = None) -> None:
+    """Set sgblas up on ``device`` now (default: the calling thread's current device, the device
+    of its current context, else device 0), so that no later call waits, gemm's first included.
+
+    ``import sgblas`` initialises no CUDA; without this, a :class:`Handle`'s creation or gemm's
+    first call on a device does this set-up. It retains the device's primary context (the one
+    Numba, CuPy and PyTorch use; created if nothing has created it yet), loads every kernel
+    variant for the device's compute capability from sgblas's kernel cache (compiling what the
+    cache lacks: ``python -m sgblas.warmup`` is the install step that avoids that), makes them
+    resident in the context, and allocates a workspace of the default size, which the device's
+    first handle asking for that size (typically gemm's first) takes over; once per device and
+    process. Making the kernels resident waits once for the work already running in that
+    context. A second call for the same device does nothing.
+
+    Raises :class:`SgblasError` with ``Status.NOT_INITIALIZED`` when no CUDA device is present,
+    ``Status.ARCH_MISMATCH`` when the kernels cannot be built or loaded for the device,
+    ``Status.INTERNAL_ERROR`` when loading them fails otherwise and ``Status.ALLOC_FAILED`` when
+    the workspace cannot be allocated; :class:`InvalidValueError` for a bad device ordinal.
+    """
+    device = _device_ordinal(device)
+    _resident_kernels(device)
+    try:
+        reserve_workspace(device)
+    except DriverError as exc:
+        raise SgblasError(Status.ALLOC_FAILED, f"allocating gemm's default workspace of {DEFAULT_WORKSPACE_BYTES} "
+                                               f"bytes on device {device} failed: {exc}") from exc
 
 
 #: The legacy (0 and 1) and per-thread (2) default-stream handles: they run in whichever
@@ -90,12 +171,16 @@ class Handle:
     ``device`` defaults to the calling thread's current device; ``stream`` to the legacy
     default stream; ``workspace_bytes`` to :data:`DEFAULT_WORKSPACE_BYTES`.
 
-    Creating a handle is a set-up step, like ``cublasCreate``: it compiles or loads every
-    kernel variant for its device (see :mod:`sgblas.warmup`), makes them resident in the
-    device's primary context, and allocates the workspace. The first handle of a context may
-    therefore wait for that context's running work (once); calls never do, and never compile.
-    Raises :class:`SgblasError` with ``Status.NOT_INITIALIZED`` when no CUDA device is present,
-    and :class:`InvalidValueError` for a bad device ordinal, stream or workspace size.
+    Creating a handle is a set-up step, like ``cublasCreate``: it retains the device's primary
+    context (creating it if nothing has yet), loads every kernel variant for the device from
+    sgblas's kernel cache (compiling what the cache lacks; see :mod:`sgblas.warmup`), makes them
+    resident in the context, and allocates the workspace. The first handle of a device (unless
+    :func:`initialize` or gemm set the device up before) may therefore wait once for the
+    context's running work; calls on it never wait and never compile. Raises :class:`SgblasError` with
+    ``Status.NOT_INITIALIZED`` when no CUDA device is present, ``ARCH_MISMATCH`` or
+    ``INTERNAL_ERROR`` when the kernels cannot be loaded, ``ALLOC_FAILED`` when the workspace
+    cannot be allocated, and :class:`InvalidValueError` for a bad device ordinal, stream or
+    workspace size.
 
     A handle may be shared between threads: a call reads the handle's stream once, and
     :meth:`set_stream` replaces it atomically; calls issued concurrently on one stream are
@@ -110,13 +195,7 @@ class Handle:
                  math_mode: MathMode = MathMode.FP32, workspace_bytes: int | None = None) -> None:
         self._closed = True
         self._workspace = (0, 0, None)
-        count = device_count()
-        if count == 0:
-            raise SgblasError(Status.NOT_INITIALIZED, "no CUDA device is present, so no handle can be created")
-        if device is None:
-            device = current_device()
-        if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:
-            raise InvalidValueError(f"device={device!r} is not a device ordinal in [0, {count})")
+        device = _device_ordinal(device)
         if not isinstance(math_mode, MathMode):
             raise InvalidValueError(f"math_mode={math_mode!r} is not a sgblas.MathMode")
         if workspace_bytes is not None and (isinstance(workspace_bytes, bool) or not isinstance(workspace_bytes, int)
@@ -129,18 +208,7 @@ class Handle:
         self.properties = device_properties(device)
         self._context = primary_context_handle(device)
         self._plans: dict = {}
-        try:
-            self._kernels = loader.loaded_kernels(device, REGISTRY)
-            loader.make_resident(device)
-        except Exception as exc:
-            # Numba's compiler cannot target the device (numba.cuda.cudadrv.error), or the
-            # driver finds no code for it in a cubin.
-            if type(exc).__name__ == "CCSupportError" or getattr(exc, "code", None) == CUDA_ERROR_NO_BINARY_FOR_GPU:
-                raise SgblasError(Status.ARCH_MISMATCH,
-                                  f"device {device} has compute capability {self.cc[0]}.{self.cc[1]}, "
-                                  f"which sgblas's kernels cannot be built or loaded for: {exc}") from exc
-            raise SgblasError(Status.INTERNAL_ERROR,
-                              f"loading sgblas's kernels for device {device} failed: {exc}") from exc
+        self._kernels = _resident_kernels(device)
         self._stream = None
         self.set_stream(stream)
         self.set_workspace(DEFAULT_WORKSPACE_BYTES if workspace_bytes is None else workspace_bytes)

@@ -229,7 +229,7 @@ def ptx_targets(modules: Iterable[str]) -> list[tuple[str, tuple[int, int]]]:
 
 
 def _compile(out_dir: str, targets: list[tuple[str, tuple[int, int]]], log: str = "stderr.txt") -> subprocess.Popen:
-    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"], SGBLAS_NO_WARMUP="1")
+    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"])
     args = [f"{name}:{cc[0]}.{cc[1]}" for name, cc in targets]
     with open(os.path.join(out_dir, log), "w") as f:  # a pipe could fill and block the process
         return subprocess.Popen([sys.executable, "-c", _PTX_SCRIPT, out_dir, *args], env=env,
@@ -300,3 +300,54 @@ def ptx(name: str, cc: tuple[int, int], timeout: float = 1800) -> str:
             raise AssertionError(f"no PTX of {name} for sm_{cc[0]}{cc[1]} after {timeout} s")
         time.sleep(0.2)
     return done.read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Fresh processes
+# ---------------------------------------------------------------------------------------------
+#
+# What import and first calls do can only be seen in a process that has done nothing yet: the
+# test session itself imported sgblas and Numba long ago, and under a GPU made contexts.
+
+__all__ += ["run_fresh", "PRIMARY_CONTEXTS_CODE", "HOST_LIMIT_S"]
+
+#: What "returns at once" means for a call behind another stream's work: a launch costs tens of
+#: microseconds, and waiting for that work would cost a large fraction of a second. The margin
+#: absorbs a slow or loaded host.
+HOST_LIMIT_S = 0.005
+
+#: Source a child runs to read, through ``cuda.bindings``, whether each device's primary context
+#: is active: ``primary_contexts()`` returns ``[{"device", "active", "flags"}, ...]``. It calls
+#: ``cuInit`` itself, so run it only after what the test is about.
+PRIMARY_CONTEXTS_CODE = r"""
+def primary_contexts():
+    from cuda.bindings import driver as _cb
+    (err,) = _cb.cuInit(0)
+    assert err == _cb.CUresult.CUDA_SUCCESS, err
+    err, count = _cb.cuDeviceGetCount()
+    assert err == _cb.CUresult.CUDA_SUCCESS, err
+    states = []
+    for ordinal in range(count):
+        err, dev = _cb.cuDeviceGet(ordinal)
+        assert err == _cb.CUresult.CUDA_SUCCESS, err
+        err, flags, active = _cb.cuDevicePrimaryCtxGetState(dev)
+        assert err == _cb.CUresult.CUDA_SUCCESS, err
+        states.append({"device": ordinal, "active": int(active), "flags": int(flags)})
+    return states
+"""
+
+
+def run_fresh(code: str, *, timeout: float = 600, check: bool = True,
+              **variables: str) -> tuple[list[dict], subprocess.CompletedProcess]:
+    """Run ``code`` (dedented) in a fresh interpreter in the checkout, with :func:`child_env`'s
+    environment plus ``variables``; returns the JSON objects it printed (each on a line of its
+    own starting with ``{``) and the finished process. With ``check``, a non-zero exit status
+    fails the test, showing the end of the child's output."""
+    import json
+    import textwrap
+
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=child_env(**variables), cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, f"exit {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")], proc

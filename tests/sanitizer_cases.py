@@ -249,7 +249,7 @@ def _fill_the_bindings_table_first() -> None:
 
     Numba drives the GPU through ``cuda.bindings``, which asks ``cuGetProcAddress_v2`` for every
     symbol of its release; those newer than the driver fail, harmlessly. Asked after ``cuInit``
-    (sgblas calls it at import), the sanitizer sees and counts each failure; asked before, it
+    (sgblas's set-up calls it), the sanitizer sees and counts each failure; asked before, it
     does not (docs/reliability.md, "Why memcheck counts failed cuGetProcAddress_v2 calls").
     ``cuDriverGetVersion`` needs no ``cuInit`` and fills the table. Then memcheck can run with
     API-error reporting at its default, which also checks sgblas's own driver calls.

@@ -1,30 +1,34 @@
-"""No call waits for other streams, the first one included, and gemm follows the caller's stream.
+"""No call waits for other streams once a device is set up, and gemm follows the caller's stream.
 
-Each test runs its scenario in a fresh process: a warm process has already loaded every kernel
-into its context, which hides exactly what is tested (under lazy module loading the driver
-loads a kernel into a context at its first launch, and loading waits for every stream of the
-context; sgblas makes the kernels resident at handle creation or at import instead, see
-docs/api.md, "Streams"). A one-thread spin kernel keeps a busy stream occupied meanwhile.
+``import sgblas`` sets nothing up (tests/test_import.py). A device's set-up (loading the kernels
+and making them resident in its primary context: under lazy module loading the driver would
+otherwise load a kernel into a context at its first launch, and loading waits for every stream
+of the context; docs/api.md, "Streams and synchronisation") is done by the first of a
+``Handle``'s creation, ``sgblas.initialize()`` and gemm's first call on the device. The rules:
+
+* a handle created ahead of time makes the first ``sgemm`` of every kernel return at once behind
+  another stream's long work;
+* ``sgblas.initialize()`` ahead of time makes gemm's first call return at once, and every call
+  after it;
+* without either, gemm's first call on a device may wait (once), and no call after it does;
+* gemm follows the current stream of CuPy and PyTorch, and a Numba stream given to it.
+
+Each test runs its scenario in a fresh process, since a warm process has set everything up long
+ago. A one-thread spin kernel keeps a busy stream occupied meanwhile.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from helpers import child_env
+from helpers import HOST_LIMIT_S, run_fresh
 
 pytestmark = pytest.mark.gpu
 
-REPO = str(Path(__file__).resolve().parents[1])
-#: What "returns at once" means here: the launch itself costs tens of microseconds; waiting for
-#: the busy stream would cost SPIN seconds. The margin absorbs a slow or loaded host.
-HOST_LIMIT_S = 0.005
+#: Seconds of busy-stream work: waiting for it would cost this much, returning at once costs
+#: far less than HOST_LIMIT_S.
 SPIN = 0.5
 
 _PRELUDE = textwrap.dedent(r"""
@@ -56,16 +60,12 @@ _PRELUDE = textwrap.dedent(r"""
 """)
 
 
-def _run(body: str, *, env_extra: dict | None = None) -> list[dict]:
-    env = child_env(NUMBA_ENABLE_CUDASIM="0", PYTHONUNBUFFERED="1")
-    env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-c", _PRELUDE + textwrap.dedent(body)], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+def _run(body: str) -> list[dict]:
+    records, _ = run_fresh(_PRELUDE + textwrap.dedent(body), NUMBA_ENABLE_CUDASIM="0", PYTHONUNBUFFERED="1")
+    return records
 
 
-def test_first_sgemm_of_each_kernel_returns_at_once_behind_a_busy_stream():
+def test_a_handle_created_ahead_makes_the_first_sgemm_of_each_kernel_return_at_once():
     records = _run(rf"""
         from numba import cuda
         import sgblas
@@ -116,31 +116,87 @@ def test_first_sgemm_of_each_kernel_returns_at_once_behind_a_busy_stream():
     assert resident and all(r["host"] < HOST_LIMIT_S and r["other_busy"] for r in resident), resident
 
 
-def test_first_gemm_returns_at_once_when_sgblas_is_imported_into_a_live_context():
-    records = _run(rf"""
+#: After the set-up, behind the busy stream: gemm (its first call, when initialize() did the
+#: set-up), gemm again, gemm on a stream it has not met (a new handle), a Handle created then and
+#: its first sgemm. Each is printed with its host time, whether the busy stream was still busy
+#: when the call's own stream finished, and whether the result is right.
+_CALLS_BEHIND_A_BUSY_STREAM = textwrap.dedent(r"""
+    def behind_busy(label, call):
+        spin_on(spin, other, SPIN)
+        t0 = time.perf_counter()
+        check, own = call()
+        host = time.perf_counter() - t0
+        own.synchronize()
+        print(json.dumps(dict(call=label, host=host, other_busy=busy(other), ok=bool(check()))))
+        cp.cuda.Device().synchronize()
+
+    def gemm_on(s):
+        def call():
+            with s:
+                sgblas.gemm(a, b, c)
+            return (lambda: (c == 2.0 * n).all()), s
+        return call
+
+    def sgemm_on_a_new_handle():
+        s = cp.cuda.Stream(non_blocking=True)
+        h = sgblas.Handle(stream=s)
+        status = sgblas.sgemm(h, "N", "N", n, n, n, 1.0, a, n, b, n, 0.0, c, n)
+        handles.append(h)   # closing would free its workspace, which waits for the device
+        return (lambda: status == sgblas.Status.SUCCESS and (c == 2.0 * n).all()), s
+
+    handles = []
+    mine = cp.cuda.Stream(non_blocking=True)
+    for label, call in (("gemm", gemm_on(mine)), ("gemm again", gemm_on(mine)),
+                        ("gemm on a new stream", gemm_on(cp.cuda.Stream(non_blocking=True))),
+                        ("Handle() and its first sgemm", sgemm_on_a_new_handle)):
+        behind_busy(label, call)
+""")
+
+
+@pytest.mark.parametrize("order", ["initialize_then_cupy", "cupy_then_initialize"])
+def test_initialize_ahead_makes_gemms_first_call_and_every_later_one_return_at_once(order):
+    pytest.importorskip("cupy")
+    records = _run(textwrap.dedent(rf"""
+        SPIN = {SPIN}
+        import sgblas
+        if "{order}" == "initialize_then_cupy":
+            sgblas.initialize()   # makes the primary context, which CuPy then uses
         import cupy as cp
         n = 1024
         a = cp.ones((n, n), cp.float32, order="F")
         b = cp.full((n, n), 2.0, cp.float32, order="F")
         c = cp.empty((n, n), cp.float32, order="F")
         cp.cuda.Device().synchronize()
-        import sgblas   # the context exists: the kernels become resident now
+        if "{order}" == "cupy_then_initialize":
+            sgblas.initialize()
         spin = spinner()
         other = stream()
-        mine = cp.cuda.Stream(non_blocking=True)
-        for attempt in ("first", "second"):
-            spin_on(spin, other, {SPIN})
-            with mine:
-                t0 = time.perf_counter()
-                sgblas.gemm(a, b, c)
-                host = time.perf_counter() - t0
-            mine.synchronize()
-            print(json.dumps(dict(call=attempt, host=host, other_busy=busy(other),
-                                  ok=bool((c == 2.0 * n).all()))))
-            cp.cuda.Device().synchronize()
-    """)
-    assert len(records) == 2
+    """) + _CALLS_BEHIND_A_BUSY_STREAM)
+    assert [r["call"] for r in records] == ["gemm", "gemm again", "gemm on a new stream",
+                                            "Handle() and its first sgemm"], records
     for r in records:
+        assert r["ok"] and r["other_busy"] and r["host"] < HOST_LIMIT_S, r
+
+
+def test_gemms_first_call_without_initialize_may_wait_once_and_no_later_call_does():
+    pytest.importorskip("cupy")
+    records = _run(textwrap.dedent(rf"""
+        SPIN = {SPIN}
+        import cupy as cp
+        import sgblas
+        n = 1024
+        a = cp.ones((n, n), cp.float32, order="F")
+        b = cp.full((n, n), 2.0, cp.float32, order="F")
+        c = cp.empty((n, n), cp.float32, order="F")
+        cp.cuda.Device().synchronize()
+        spin = spinner()
+        other = stream()
+    """) + _CALLS_BEHIND_A_BUSY_STREAM)
+    assert [r["call"] for r in records] == ["gemm", "gemm again", "gemm on a new stream",
+                                            "Handle() and its first sgemm"], records
+    first, *later = records
+    assert first["ok"], first  # it is the device's set-up: it may have waited for the busy stream
+    for r in later:
         assert r["ok"] and r["other_busy"] and r["host"] < HOST_LIMIT_S, r
 
 
@@ -203,13 +259,14 @@ def test_gemm_on_a_numba_stream():
     records = _run(r"""
         from numba import cuda
         import sgblas
+        from sgblas.handle import stream_handle
         spin = spinner()
         n = 512
         s = cuda.stream()
         for attempt in range(2):
             a = cuda.device_array((n, n), np.float32, order="F", stream=s)
             b = cuda.device_array((n, n), np.float32, order="F", stream=s)
-            spin_on(spin, sgblas.handle.stream_handle(s), 0.2)
+            spin_on(spin, stream_handle(s), 0.2)
             a.copy_to_device(np.ones((n, n), np.float32, order="F"), stream=s)
             b.copy_to_device(np.full((n, n), 3.0, np.float32, order="F"), stream=s)
             c = sgblas.gemm(a, b, stream=s)

@@ -109,12 +109,16 @@ def test_explain_names_the_alignment_class_and_every_other_variant():
 _FIRST_HANDLE_TAKES_THE_RESERVE = """
 import sgblas
 from sgblas import handle as handle_module
+assert handle_module._RESERVED == {}, handle_module._RESERVED  # the import reserves nothing
+sgblas.initialize()
 reserved = dict(handle_module._RESERVED)
 device = sgblas.Handle(workspace_bytes=0).device  # a handle without a workspace leaves it
 assert reserved.get(device), reserved
 assert handle_module._RESERVED == reserved
 first = sgblas.Handle()
 assert first.workspace_ptr == reserved[device][0] and device not in handle_module._RESERVED
+sgblas.initialize()  # once per device and process: nothing is reserved again
+assert device not in handle_module._RESERVED
 second = sgblas.Handle()
 assert second.workspace_ptr and second.workspace_ptr != first.workspace_ptr
 first.close(); second.close()
@@ -123,7 +127,7 @@ print("ok")
 
 
 @pytest.mark.gpu
-def test_the_first_default_workspace_is_allocated_at_import_and_taken_once():
+def test_the_first_default_workspace_is_reserved_by_initialize_and_taken_once():
     import subprocess
     import sys
 
@@ -153,26 +157,34 @@ class _FakeDriver:
         return self.live.get(ptr)
 
 
+def _allocate_with(monkeypatch, fake) -> None:
+    """Make the handle module allocate through ``fake`` as on a device, with no reserve yet."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from sgblas import handle as handle_module
+
+    monkeypatch.setattr(handle_module, "BACKEND", SimpleNamespace(simulated=False))
+    for name in ("mem_alloc", "pointer_buffer_id"):
+        monkeypatch.setattr(handle_module.driver, name, getattr(fake, name))
+    monkeypatch.setattr(handle_module.driver, "made_current", lambda ctx: nullcontext())
+    monkeypatch.setattr(handle_module, "primary_context_handle", lambda device: 0)
+    monkeypatch.setattr(handle_module, "_RESERVED", {})
+    monkeypatch.setattr(handle_module, "_EVER_RESERVED", set())
+
+
 @pytest.mark.parametrize("reset, nbytes, taken", [
     (False, None, True),       # the first default-size workspace is the reserved one
     (True, None, False),       # not after a context reset freed it
     (False, 4096, False),      # nor for another size
 ])
 def test_the_reserved_workspace_is_taken_once_and_only_while_it_is_alive(monkeypatch, reset, nbytes, taken):
-    from contextlib import nullcontext
-    from types import SimpleNamespace
-
     from sgblas import handle as handle_module
     from sgblas.handle import DEFAULT_WORKSPACE_BYTES
 
     fake = _FakeDriver()
     with sgblas.Handle(workspace_bytes=0) as h:
-        monkeypatch.setattr(handle_module, "BACKEND", SimpleNamespace(simulated=False))
-        for name in ("mem_alloc", "pointer_buffer_id"):
-            monkeypatch.setattr(handle_module.driver, name, getattr(fake, name))
-        monkeypatch.setattr(handle_module.driver, "made_current", lambda ctx: nullcontext())
-        monkeypatch.setattr(handle_module, "primary_context_handle", lambda device: 0)
-        monkeypatch.setattr(handle_module, "_RESERVED", {})
+        _allocate_with(monkeypatch, fake)
         handle_module.reserve_workspace(h.device)
         reserved = handle_module._RESERVED[h.device][0]
         if reset:
@@ -182,3 +194,54 @@ def test_the_reserved_workspace_is_taken_once_and_only_while_it_is_alive(monkeyp
         assert h.workspace_ptr in fake.live
         assert (h.device in handle_module._RESERVED) == (nbytes is not None)
         h._workspace = (0, 0, None)  # nothing real to free
+
+
+def test_initialize_reserves_one_workspace_per_device_however_often_it_is_called(monkeypatch):
+    from sgblas import handle as handle_module
+
+    fake = _FakeDriver()
+    with sgblas.Handle(workspace_bytes=0) as h:
+        _allocate_with(monkeypatch, fake)
+        assert sgblas.initialize() is None and sgblas.initialize(h.device) is None
+        assert len(fake.live) == 1 and list(handle_module._RESERVED) == [h.device]
+        h.set_workspace(handle_module.DEFAULT_WORKSPACE_BYTES)  # takes it
+        assert handle_module._RESERVED == {}
+        sgblas.initialize()
+        assert len(fake.live) == 1 and handle_module._RESERVED == {}  # nothing that nobody would take
+        h._workspace = (0, 0, None)  # nothing real to free
+
+
+def test_initialize_loads_the_kernels_of_the_device():
+    from sgblas.kernels.spec import REGISTRY
+    from sgblas.runtime import loader
+
+    assert sgblas.initialize(0) is None
+    assert set(loader.loaded_kernels(0, REGISTRY)) == {spec.name for spec in REGISTRY}
+
+
+@pytest.mark.parametrize("device", [-1, 99, "0", True, 1.0])
+def test_initialize_refuses_a_bad_device_naming_it(device):
+    with pytest.raises(InvalidValueError, match=f"device={device!r} is not a device ordinal"):
+        sgblas.initialize(device)
+
+
+def test_initialize_without_a_device_raises_not_initialized(monkeypatch):
+    import sgblas.handle
+
+    monkeypatch.setattr(sgblas.handle, "device_count", lambda: 0)
+    with pytest.raises(sgblas.SgblasError, match="no CUDA device is present") as info:
+        sgblas.initialize()
+    assert info.value.status == Status.NOT_INITIALIZED
+
+
+def test_initialize_reports_kernels_that_cannot_be_loaded_as_a_status(monkeypatch):
+    from sgblas.runtime import loader
+
+    def refuse(device, specs):
+        raise RuntimeError("the cache is on fire")
+
+    monkeypatch.setattr(loader, "loaded_kernels", refuse)
+    with pytest.raises(sgblas.SgblasError, match="loading sgblas's kernels for device 0 failed: the cache is on fire") \
+            as info:
+        sgblas.initialize(0)
+    assert info.value.status == Status.INTERNAL_ERROR

@@ -140,7 +140,7 @@ print(json.dumps(out))
 
 
 def _run(script: str, *args: str, simulator: str | None) -> dict:
-    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"], SGBLAS_NO_WARMUP="1",
+    env = child_env(drop=["NUMBA_ENABLE_CUDASIM"],
                     **({} if simulator is None else {"NUMBA_ENABLE_CUDASIM": simulator}))
     proc = subprocess.run([sys.executable, "-c", script, *args], env=env, cwd=str(REPO),
                           capture_output=True, text=True, timeout=300)

@@ -190,7 +190,7 @@ CHILD = textwrap.dedent(r'''
 
 
 def test_plain_path_launches_what_validation_launches():
-    env = dict(os.environ, SGBLAS_NO_WARMUP="1", NUMBA_ENABLE_CUDASIM="0")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
     for seed in (1, 2, 3):
         result = subprocess.run([sys.executable, "-c", CHILD, str(seed), "3000"], capture_output=True,
                                 text=True, env=env, timeout=600)

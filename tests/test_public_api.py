@@ -92,6 +92,48 @@ def test_is_available_is_false_under_the_simulator_and_never_raises():
         assert available is False  # the simulator is not a CUDA device
 
 
+@pytest.mark.parametrize("answers, expected", [
+    ({"device_count": 0}, False),                        # a driver without a device
+    ({"cc": "below"}, False),                            # older than every kernel
+    ({"cc": "lowest"}, True),
+    ({"cc": (9, 0)}, True),
+    ({"raises": "device_count"}, False),                 # the driver fails: never raises
+    ({"raises": "current_device"}, False),
+    ({"raises": "compute_capability"}, False),
+])
+def test_is_available_asks_the_driver_about_the_current_device_only(monkeypatch, answers, expected):
+    from types import SimpleNamespace
+
+    from sgblas.kernels.spec import REGISTRY
+    from sgblas.runtime import device, loader
+
+    lowest = min(spec.min_cc for spec in REGISTRY)
+    cc = {"below": (lowest[0], lowest[1] - 1) if lowest[1] else (lowest[0] - 1, 9), "lowest": lowest}.get(
+        answers.get("cc"), answers.get("cc", (9, 0)))
+    asked = []
+
+    def answer(name, value):
+        def query(*args):
+            asked.append(name)
+            if answers.get("raises") == name:
+                raise RuntimeError(f"{name} failed")
+            return value
+        return query
+
+    monkeypatch.setattr(device, "BACKEND", SimpleNamespace(simulated=False))
+    monkeypatch.setattr(device, "device_count", answer("device_count", answers.get("device_count", 2)))
+    monkeypatch.setattr(device, "current_device", answer("current_device", 1))
+    monkeypatch.setattr(device, "compute_capability", answer("compute_capability", cc))
+    for setup in ("loaded_kernels", "load_device", "make_resident"):
+        monkeypatch.setattr(loader, setup, lambda *a, **k: pytest.fail("is_available loaded kernels"))
+    assert sgblas.is_available() is expected
+    assert set(asked) <= {"device_count", "current_device", "compute_capability"}
+
+
+def test_warmup_error_is_gone_with_the_warm_up_at_import():
+    assert not hasattr(sgblas, "warmup_error") and "warmup_error" not in API_MD
+
+
 def test_the_package_ships_its_py_typed_marker():
     assert (Path(sgblas.__file__).parent / "py.typed").is_file()
     text = (REPO / "pyproject.toml").read_text()

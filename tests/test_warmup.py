@@ -58,11 +58,11 @@ def test_fresh_process_first_calls_compile_nothing():
         from sgblas.runtime.loader import load_reports
         from sgblas.runtime.device import current_device
 
-        sources = {r.source for r in load_reports(current_device())}
         passes = event.install_recorder("numba-cuda:run_pass")
         locks = event.install_recorder("numba-cuda:compiler_lock")
         with passes as p, locks as l:
-            h = sgblas.Handle()
+            h = sgblas.Handle()   # the device's set-up: the import loads nothing
+            sources = {r.source for r in load_reports(current_device())}
             for ta in "NT":
                 for tb in "NT":
                     for m, n, k in ((64, 64, 64), (1000, 999, 77), (256, 256, 0)):
@@ -120,7 +120,7 @@ def nowhere(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     return {kernel_cache.CACHE_DIR_VARIABLE: str(blocker / "site"), "NUMBA_CACHE_DIR": str(blocker / "numba"),
-            "NUMBA_ENABLE_CUDASIM": "0", "SGBLAS_NO_WARMUP": "1"}
+            "NUMBA_ENABLE_CUDASIM": "0"}
 
 
 def test_warmup_with_nowhere_to_store_fails_with_a_sentence_before_compiling(nowhere):
@@ -153,8 +153,11 @@ def test_a_complete_read_only_cache_needs_no_writable_location(tmp_path, monkeyp
     monkeypatch.setenv(kernel_cache.CACHE_DIR_VARIABLE, str(site))
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     monkeypatch.setattr(kernel_cache, "_warned", set())
+    from sgblas.runtime.build import cubin_key, variant_key
+
     for spec in REGISTRY:
-        kernel_cache.write(spec.name, (8, 0), "_Z6kernel", b"\x7fELF" + spec.name.encode())
+        kernel_cache.write(spec.name, (8, 0), cubin_key(variant_key(spec, (8, 0))), "_Z6kernel",
+                           b"\x7fELF" + spec.name.encode())
     os.chmod(site, 0o555)
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "a-file" / "numba"))

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from sgblas.kernels import abi, pack, sgemm_simt
 from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.sources import SIMT_CALLS, module_code
 from sgblas.kernels.sgemm_simt import TileConfig
 
 __all__ = ["packed_manifest", "PACKED_PAIRS", "stored", "copies", "workspace_bytes", "rows", "describe", "PACK_NAME"]
@@ -102,6 +103,7 @@ def _packed_spec(base: type, cfg: TileConfig):
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n),
         builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid),
+        sources=lambda after_grid: (sgemm_simt.generate_source(cfg, name, after_grid),) + SIMT_CALLS,
         workspace=lambda m, n, k: workspace_bytes(pair, m, n, k),
         launches=3, blocks_per_sm=cfg.min_blocks, config=cfg)
 
@@ -115,7 +117,9 @@ def _pack_spec(base: type):
     return base(
         name=pack.NAME, role="pack", abi=abi.PACK, pair=None, align=4, tile=(pack.ROWS_PER_CTA, 1, 1),
         stages=1, block=pack.BLOCK, launch_bounds=pack.LAUNCH_BOUNDS, min_cc=(5, 0),
-        grid=lambda m, n, k: pack.grid(m, n), builder=builder)
+        grid=lambda m, n, k: pack.grid(m, n), builder=builder,
+        sources=lambda after_grid: (module_code("pack_jit"), module_code("pack"),
+                                    module_code("memory")))
 
 
 def rows(base: type, simt_manifest: tuple[TileConfig, ...]) -> tuple[tuple, tuple]:

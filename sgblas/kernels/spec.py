@@ -19,13 +19,16 @@ dimensions). Importing this module does not import Numba; :meth:`KernelSpec.buil
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from sgblas.enums import MathMode
 from sgblas.kernels import abi, general, scale, sgemm_simt
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.sgemm_simt import TileConfig
+from sgblas.kernels.sources import SIMT_CALLS, module_code
 from sgblas.runtime.abi import Abi
 from sgblas.runtime.device import GRID_WAIT_MIN_CC
 
@@ -62,6 +65,11 @@ class KernelSpec:
     #: run by the simulator); ``after_grid``: the function begins with ``griddepcontrol.wait``
     #: (:data:`GRID_WAIT_MIN_CC`)
     builder: Callable[[bool], Callable]
+    #: ``(after_grid) -> pieces`` of the code that makes the kernel's binary: generated text
+    #: (str), the modules it is or calls (:func:`sgblas.kernels.sources.module_code`). The
+    #: cache keys the binary by them (:func:`sgblas.runtime.build.variant_key`), so a piece
+    #: left out would let a changed kernel load a stale binary; a row must name them.
+    sources: Callable[[bool], tuple] | None = None
     #: What the generator needs beyond the common keys: ``problem -> reason | None``.
     guard: Callable[[GemmProblem], str | None] = field(default=lambda p: None)
     workspace: Callable[[int, int, int], int] = field(default=lambda m, n, k: 0)
@@ -101,6 +109,31 @@ class KernelSpec:
         grid ahead of it first from :data:`GRID_WAIT_MIN_CC` on (imports Numba)."""
         return self.builder(cc is not None and tuple(cc) >= GRID_WAIT_MIN_CC)
 
+    @property
+    def compile_seconds(self) -> float | None:
+        """How long this variant's compile took when last measured (``compile_seconds.json``,
+        written by ``python -m sgblas.warmup --timings``), None for a row measured never: the
+        order in which a cold cache is filled, the costliest first, so that no long compile
+        starts last."""
+        return _compile_seconds().get(self.name)
+
+    def code(self, cc: tuple[int, int]) -> tuple:
+        """What :meth:`build` for ``cc`` compiles, as the cache's key reads it (no Numba)."""
+        if self.sources is None:
+            raise ValueError(f"{self.name} names no sources, so the kernel cache cannot key its binary")
+        after_grid = tuple(cc) >= GRID_WAIT_MIN_CC
+        return (f"after_grid={after_grid}",) + tuple(self.sources(after_grid))
+
+
+@functools.cache
+def _compile_seconds() -> dict[str, float]:
+    import json
+
+    try:
+        return dict(json.loads(Path(__file__).with_name("compile_seconds.json").read_text())["seconds"])
+    except (OSError, ValueError, KeyError):  # no measurements: the compiles go in registry order
+        return {}
+
 
 def _simt_spec(cfg: TileConfig) -> KernelSpec:
     """The variant of one manifest row: its transpose pair, tile and alignment class are the
@@ -117,6 +150,7 @@ def _simt_spec(cfg: TileConfig) -> KernelSpec:
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n),
         builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid),
+        sources=lambda after_grid: (sgemm_simt.generate_source(cfg, name, after_grid),) + SIMT_CALLS,
         guard=lambda p: sgemm_simt.guard(cfg, p),
         blocks_per_sm=cfg.min_blocks, config=cfg)
 
@@ -134,6 +168,7 @@ def _general_spec(pair: tuple[str, str]) -> KernelSpec:
         tile=(general.BM, general.BN, general.BK), stages=general.STAGES, block=general.BLOCK,
         launch_bounds=general.LAUNCH_BOUNDS, min_cc=(5, 0),
         grid=lambda m, n, k: general.grid(m, n), builder=builder,
+        sources=lambda after_grid: (module_code("general_jit"), module_code("general"), module_code("memory")),
         blocks_per_sm=general.MIN_BLOCKS_PER_SM, backstop=True)
 
 
@@ -219,7 +254,8 @@ GEMM_KERNELS: tuple[KernelSpec, ...] = (
 SCALE_KERNEL = KernelSpec(
     name=scale.NAME, role="scale", abi=abi.SCALE, pair=None, align=4, tile=(scale.BLOCK_M, scale.BLOCK_N, 1),
     stages=1, block=scale.BLOCK, launch_bounds=scale.LAUNCH_BOUNDS, min_cc=(5, 0),
-    grid=lambda m, n, k: scale.grid(m, n), builder=_scale_builder)
+    grid=lambda m, n, k: scale.grid(m, n), builder=_scale_builder,
+    sources=lambda after_grid: (module_code("scale_jit"), module_code("scale"), module_code("memory")))
 
 #: Every kernel sgblas compiles, loads and may launch.
 REGISTRY: tuple[KernelSpec, ...] = GEMM_KERNELS + (SCALE_KERNEL,)

@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from sgblas.kernels import abi, reduce, sgemm_simt, skinny
 from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.sources import SIMT_CALLS, SKINNY_CALLS, module_code
 from sgblas.kernels.skinny import SkinnyConfig
 from sgblas.kernels.sgemm_simt import TileConfig
 
@@ -158,7 +159,9 @@ def _split_spec(base: type, cfg: TileConfig):
         tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n, MIN_PARTIALS),
-        builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid), guard=guard,
+        builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid),
+        sources=lambda after_grid: (sgemm_simt.generate_source(cfg, name, after_grid),) + SIMT_CALLS,
+        guard=guard,
         workspace=lambda m, n, k: workspace_bytes(m, n, MIN_PARTIALS),
         launches=2, blocks_per_sm=cfg.min_blocks, config=cfg)
 
@@ -177,7 +180,9 @@ def _skinny_spec(base: type, cfg: SkinnyConfig):
     return _spec_class(base)(
         name=name, role="skinny", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=16, tile=cfg.tile,
         stages=cfg.STAGES, block=(cfg.THREADS, 1, 1), launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
-        grid=lambda m, n, k: skinny.grid_for(cfg, m, n, 1), builder=builder, guard=guard,
+        grid=lambda m, n, k: skinny.grid_for(cfg, m, n, 1), builder=builder,
+        sources=lambda after_grid: (skinny.generate_source(cfg, name, after_grid),) + SKINNY_CALLS,
+        guard=guard,
         blocks_per_sm=cfg.min_blocks, config=cfg)
 
 
@@ -190,7 +195,9 @@ def _reduce_spec(base: type):
     return base(
         name=reduce.NAME, role="reduce", abi=abi.REDUCE, pair=None, align=4, tile=(4, reduce.THREADS, 1),
         stages=1, block=reduce.BLOCK, launch_bounds=reduce.LAUNCH_BOUNDS, min_cc=(5, 0),
-        grid=lambda m, n, k: reduce.grid(m, n), builder=builder)
+        grid=lambda m, n, k: reduce.grid(m, n), builder=builder,
+        sources=lambda after_grid: (module_code("reduce_jit"), module_code("reduce"),
+                                    module_code("memory")))
 
 
 def rows(base: type, simt_manifest: tuple[TileConfig, ...]) -> tuple[tuple, tuple]:

@@ -1,13 +1,14 @@
-"""sgblas's on-disk kernel cache: one cubin per (variant, compute capability, kernel sources).
+"""sgblas's on-disk kernel cache: one file per (variant, compute capability, key, kind).
 
-Every variant is compiled by Numba with its explicit signature for one compute capability
-and linked to a cubin, which is stored here; ``import sgblas`` then loads cubins straight
-into the driver without importing Numba. An entry's file name carries the variant, the
-compute capability and a key over everything that shapes the generated code: the text of
-every module in :mod:`sgblas.kernels` and the installed numba, numba-cuda and llvmlite
-versions. Editing a kernel, or upgrading Numba, therefore misses the cache and recompiles;
-a new CUDA toolkit does not (the old cubin stays valid): ``python -m sgblas.warmup
---rebuild`` recompiles on demand.
+Every variant is compiled by Numba with its explicit signature for one compute capability to
+PTX, which is linked to a cubin; both are stored here (kinds ``ptx`` and ``cubin``), and a
+handle then loads cubins straight into the driver without importing Numba. The key is the
+caller's (:mod:`sgblas.runtime.keys` derives it per variant from what makes its binary: the
+generated kernel text, the code it calls, its ABI and launch bounds, the compute capability
+and the compiler's versions; the cubin's key adds the linker's). An entry's file name carries
+the variant, the compute capability, the key and the kind, so a change that alters one
+variant's text misses the cache for that variant only, and a new linker relinks the kept PTX
+without compiling it again.
 
 Search path. Entries are looked up, in order, in ``$SGBLAS_CACHE_DIR`` when it is set (it
 may be a read-only cache an administrator prepared for everyone) and in the per-user cache
@@ -28,8 +29,8 @@ are created with mode 0700; an existing directory's mode is never changed, so a 
 for everyone is made by its owner (``install -d -m 755 DIR``) before it is filled. Entries
 are mode 0644: readable wherever their directory is.
 
-An entry is one file: a JSON header line (entry-point name, compute capability, the
-cubin's SHA-256 and length, the key) followed by the cubin. It is written to a temporary
+An entry is one file: a JSON header line (kind, entry-point name, compute capability, the
+payload's SHA-256 and length, the key) followed by the payload. It is written to a temporary
 file and renamed into place, so concurrent writers (parallel warm-up workers, two
 processes) never leave a torn entry; a header or checksum that does not match is a miss.
 """
@@ -37,7 +38,6 @@ processes) never leave a torn entry; a header or checksum that does not match is
 from __future__ import annotations
 
 import errno
-import functools
 import hashlib
 import json
 import logging
@@ -48,15 +48,16 @@ import threading
 from pathlib import Path
 from typing import Callable, NamedTuple, TypeVar
 
-__all__ = ["CACHE_DIR_VARIABLE", "CacheEntry", "CacheNotWritableError", "Location", "search_path",
-           "user_cache_dir", "untrusted_reason", "writable_location", "source_key", "entry_file_name",
+__all__ = ["CACHE_DIR_VARIABLE", "KINDS", "CacheEntry", "CacheNotWritableError", "Location", "search_path",
+           "user_cache_dir", "untrusted_reason", "writable_location", "entry_file_name",
            "read", "write", "store"]
 
 #: The environment variable that puts a cache directory first on the search path.
 CACHE_DIR_VARIABLE = "SGBLAS_CACHE_DIR"
 
-_FORMAT = 1
-_KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
+_FORMAT = 2
+#: What an entry holds: a variant's PTX (what Numba made) or its cubin (what the linker made of it).
+KINDS = ("ptx", "cubin")
 _ENTRY_MODE = 0o644  # the directory's mode decides who may read
 _DIRECTORY_MODE = 0o700
 
@@ -66,8 +67,9 @@ _T = TypeVar("_T")
 
 
 class CacheEntry(NamedTuple):
-    """A cubin and the name of its kernel entry point; ``path`` is the file it came from or
-    went to, None when it was compiled in this process and could be stored nowhere."""
+    """A payload (a cubin, or PTX text as bytes) and the name of its kernel entry point;
+    ``path`` is the file it came from or went to, None when it was compiled in this process
+    and could be stored nowhere."""
 
     entry_name: str
     cubin: bytes
@@ -223,30 +225,17 @@ def _describe(exc: OSError) -> str:
     return f"{text}: {exc.filename}" if exc.filename else text
 
 
-@functools.cache
-def _distribution_version(name: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "absent"
+def _check_key(key: str, kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} is not one of {KINDS}")
+    if not key or not all(c.isalnum() for c in key):
+        raise ValueError(f"key={key!r} is not a non-empty alphanumeric string")
 
 
-@functools.cache
-def source_key() -> str:
-    """A hex digest over the kernel sources and the compiler-side package versions."""
-    digest = hashlib.sha256(f"sgblas-kernel-cache-{_FORMAT}\n".encode())
-    for path in sorted(_KERNELS_DIR.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    for dist in ("numba", "numba-cuda", "llvmlite"):
-        digest.update(f"{dist}={_distribution_version(dist)}\n".encode())
-    return digest.hexdigest()[:20]
-
-
-def entry_file_name(variant: str, cc: tuple[int, int]) -> str:
-    """The file name of ``variant``'s cubin for ``cc`` under the current key, in any location."""
-    return f"{variant}.sm_{cc[0]}{cc[1]}.{source_key()}.cubin"
+def entry_file_name(variant: str, cc: tuple[int, int], key: str, kind: str = "cubin") -> str:
+    """The file name of ``variant``'s entry of ``kind`` for ``cc`` under ``key``, in any location."""
+    _check_key(key, kind)
+    return f"{variant}.sm_{cc[0]}{cc[1]}.{key}.{kind}"
 
 
 def _entry_problem(path: Path, st: os.stat_result) -> str | None:
@@ -290,14 +279,14 @@ def _read_trusted_file(path: Path, location: Location) -> bytes | None:
             return None
 
 
-def _parse(data: bytes, variant: str, cc: tuple[int, int], path: Path) -> CacheEntry | None:
+def _parse(data: bytes, variant: str, cc: tuple[int, int], key: str, kind: str, path: Path) -> CacheEntry | None:
     header_line, newline, cubin = data.partition(b"\n")
     if not newline:
         return None
     try:
         header = json.loads(header_line)
         ok = (header.get("format") == _FORMAT and header.get("variant") == variant
-              and header.get("cc") == list(cc) and header.get("key") == source_key()
+              and header.get("cc") == list(cc) and header.get("key") == key and header.get("kind") == kind
               and header.get("length") == len(cubin)
               and header.get("sha256") == hashlib.sha256(cubin).hexdigest())
     except (ValueError, AttributeError):
@@ -307,10 +296,11 @@ def _parse(data: bytes, variant: str, cc: tuple[int, int], path: Path) -> CacheE
     return CacheEntry(str(header["entry_name"]), cubin, path)
 
 
-def read(variant: str, cc: tuple[int, int]) -> CacheEntry | None:
-    """The first valid, trusted entry for ``variant`` and ``cc`` along the search path, or
-    None. Absent, damaged and untrusted entries are misses (untrusted ones are named once)."""
-    name = entry_file_name(variant, cc)
+def read(variant: str, cc: tuple[int, int], key: str, kind: str = "cubin") -> CacheEntry | None:
+    """The first valid, trusted entry of ``kind`` for ``variant``, ``cc`` and ``key`` along the
+    search path, or None. Absent, damaged and untrusted entries are misses (untrusted ones are
+    named once)."""
+    name = entry_file_name(variant, cc, key, kind)
     for location in search_path():
         try:
             directory = _trusted_directory(location)
@@ -318,7 +308,7 @@ def read(variant: str, cc: tuple[int, int]) -> CacheEntry | None:
             continue
         data = _read_trusted_file(directory / name, location)
         if data is not None:
-            entry = _parse(data, variant, cc, directory / name)
+            entry = _parse(data, variant, cc, key, kind, directory / name)
             if entry is not None:
                 return entry
     return None
@@ -393,9 +383,10 @@ def writable_location() -> Path:
     return _into_first_writable(probe)[0]
 
 
-def _write_into(directory: Path, variant: str, cc: tuple[int, int], entry_name: str, cubin: bytes) -> Path:
-    path = directory / entry_file_name(variant, cc)
-    header = {"format": _FORMAT, "variant": variant, "cc": list(cc), "key": source_key(),
+def _write_into(directory: Path, variant: str, cc: tuple[int, int], key: str, kind: str, entry_name: str,
+                cubin: bytes) -> Path:
+    path = directory / entry_file_name(variant, cc, key, kind)
+    header = {"format": _FORMAT, "variant": variant, "cc": list(cc), "key": key, "kind": kind,
               "entry_name": entry_name, "length": len(cubin),
               "sha256": hashlib.sha256(cubin).hexdigest()}
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{variant}.", suffix=".tmp")
@@ -413,18 +404,21 @@ def _write_into(directory: Path, variant: str, cc: tuple[int, int], entry_name: 
     return path
 
 
-def write(variant: str, cc: tuple[int, int], entry_name: str, cubin: bytes) -> Path:
-    """Store a cubin atomically in the first trusted, writable location; returns its path.
-    Raises CacheNotWritableError when no location can take it."""
-    return _into_first_writable(lambda directory: _write_into(directory, variant, cc, entry_name, cubin))[0]
+def write(variant: str, cc: tuple[int, int], key: str, entry_name: str, cubin: bytes, kind: str = "cubin") -> Path:
+    """Store a payload of ``kind`` atomically in the first trusted, writable location; returns
+    its path. Raises CacheNotWritableError when no location can take it."""
+    _check_key(key, kind)
+    return _into_first_writable(lambda directory: _write_into(directory, variant, cc, key, kind, entry_name,
+                                                              cubin))[0]
 
 
-def store(variant: str, cc: tuple[int, int], entry_name: str, cubin: bytes) -> CacheEntry:
+def store(variant: str, cc: tuple[int, int], key: str, entry_name: str, cubin: bytes,
+          kind: str = "cubin") -> CacheEntry:
     """:func:`write`, but a cache that cannot be written is not an error: the entry is
     returned without a path (kept in memory by the caller) and the reasons are named once
     per process in a warning."""
     try:
-        return CacheEntry(entry_name, cubin, write(variant, cc, entry_name, cubin))
+        return CacheEntry(entry_name, cubin, write(variant, cc, key, entry_name, cubin, kind))
     except CacheNotWritableError as exc:
         _warn_once(("nowhere", tuple(location.path for location, _ in exc.problems)),
                    f"sgblas could not store compiled kernels anywhere ({exc}). They are kept in memory for "

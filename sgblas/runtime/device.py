@@ -8,9 +8,9 @@ launched. Code above the runtime asks the backend instead of testing for the sim
 the kernels' code generators read :data:`SIMULATOR` only to choose plain-Python helpers where
 the simulator cannot run an intrinsic.
 
-Nothing here imports Numba or creates a context unasked. The hot path of a call only uses
-:func:`current_context_handle` (default streams) and :func:`pointer_device` (once per array
-object).
+Nothing here imports Numba, opens the driver library at import, or creates a context unasked.
+The hot path of a call only uses :func:`current_context_handle` (default streams) and
+:func:`pointer_device` (once per array object).
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ both (``import numba.cuda`` alone costs 0.5-0.8 s) and keeps the per-call path s
 as context-independent ``CUlibrary``/``CUkernel`` handles (CUDA 12.0+), so loading them needs
 no context. Thread safety: output and parameter buffers are per thread.
 
+Importing this module loads no library and calls nothing: ``libcuda`` is opened at the first
+call that needs it, so that ``import sgblas`` initialises no CUDA (a process may fork after it,
+or never use a GPU at all).
+
 On a two-GPU H200 machine the pointer query through ``cuda.bindings`` gave device 0 for memory
 allocated on device 1 (the cause was not isolated); this one gives device 1
 (tests/test_multigpu.py).

@@ -10,13 +10,15 @@ library is put into a context only when one of its kernels is first needed there
 launch, and putting code into a context waits for the work of every stream of that context to
 drain (``docs/design.md``, "Streams and loading", has the measurements). So
 :func:`make_resident` puts every kernel into a context ahead of time (``cuKernelGetFunction``
-then ``cuFuncLoad`` in that context); sgblas calls it where waiting is allowed, when a handle
-is created, never during a call.
+then ``cuFuncLoad`` in that context); sgblas calls it where waiting is allowed, in a device's
+set-up (``sgblas.initialize``, a handle's creation, or gemm's first call on the device), never
+during a call.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -55,13 +57,16 @@ def _load_kernel(name: str, cc: tuple[int, int], entry: kernel_cache.CacheEntry)
 
 
 def load_device(device: int, specs: Iterable[Any], progress: Callable[[CompileReport], None] | None = None,
-                parallel: bool = True, rebuild: bool = False) -> dict[str, LoadedKernel]:
+                parallel: bool = True, rebuild: bool = False,
+                announce: int = logging.WARNING) -> dict[str, LoadedKernel]:
     """Load every variant of ``specs`` for ``device`` from the cache, compiling the missing ones
     first (idempotent, thread-safe): ``name -> LoadedKernel``.
 
     ``progress`` is called with each variant's :class:`CompileReport`. Missing variants are
     compiled in parallel worker processes when ``parallel`` and there are several; ``rebuild``
-    compiles every variant again whatever the cache holds.
+    compiles every variant again whatever the cache holds. ``announce`` is the level at which
+    a compile is announced (:func:`sgblas.runtime.build.fill_cache`): WARNING for a library call,
+    which has to tell the program why its set-up waits.
     """
     specs = list(specs)
     with _lock:
@@ -86,7 +91,7 @@ def load_device(device: int, specs: Iterable[Any], progress: Callable[[CompileRe
 
         cc = compute_capability(device)
         specs = runnable(specs, cc)
-        filled = fill_cache(specs, cc, device, report, parallel=parallel, rebuild=rebuild)
+        filled = fill_cache(specs, cc, device, report, parallel=parallel, rebuild=rebuild, announce=announce)
         for spec in specs:
             t0 = time.perf_counter()
             entry, source = filled[spec.name]

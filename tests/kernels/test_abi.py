@@ -44,7 +44,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def ptx_params() -> dict[str, list[str]]:
-    env = child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
+    env = child_env(NUMBA_ENABLE_CUDASIM="0")
     proc = subprocess.run([sys.executable, "-c", _SCRIPT, *ABIS], env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -73,13 +73,31 @@ def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     c0, c1 = mem.ldg2(C, t + uint32(512))
     mem.stg2(C, t + uint32(1024), c0, c1 * beta)
     mem.stg1(C, t + uint32(2048), c0)
+    # the helpers for Numba's front end: their FMAs in registers, a zero-filling copy, a select
+    fa = cuda.local.array(4, float32)
+    fb = cuda.local.array(16, float32)
+    acc = cuda.local.array(16, float32)
+    for i in range(16):
+        acc[i] = float32(0)
+    mem.lds4_into(fa, 0, s, t)
+    for h in range(4):
+        mem.lds4_into(fb, 4 * h, s, t + uint32(4 * h))
+    fma(acc, fa, 0, fb, 0)
+    dot(acc, 4, fa, fb)
+    axpy(acc, 8, fa, fb, 4)
+    mem.cp_async4_if(s, t + uint32(32), B, np.int64(t), t < uint32(k))
+    x = mem.select(t < uint32(m), acc[0] + acc[5], acc[15])
+    mem.stg1(C, t + uint32(4096), x + acc[10])
+fma = mem.fma_block(4, 4, "j", snake=True)
+dot = mem.dot_block(4, 4)
+axpy = mem.axpy_block(4, 2)
 ptx, _ = cuda.compile_ptx(probe, GEMM.signature(), cc=(8, 0))
 print(ptx)
 """
 
 
 def _env() -> dict:
-    return child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
+    return child_env(NUMBA_ENABLE_CUDASIM="0")
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +170,7 @@ def test_memory_intrinsics_emit_their_instructions():
                "cp.async.cg.shared.global [%r", "], 16, %r", "cp.async.ca.shared.global [%r",
                "], 4, %r", "cp.async.commit_group;", "cp.async.wait_group 1;",
                "cp.async.wait_all;", "ld.global.f32", "st.shared.f32", "], 8, %r",
-               "ld.global.v2.f32", "st.global.v2.f32", "st.global.f32"):
+               "ld.global.v2.f32", "st.global.v2.f32", "st.global.f32", "fma.rn.f32", "selp."):
         assert op in ptx, op
     assert "ld.local" not in ptx and "st.local" not in ptx
 

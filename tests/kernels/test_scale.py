@@ -127,7 +127,7 @@ print(compile_ptx(SCALE_KERNEL, (9, 0)))
 
 def test_ptx_reads_c_only_when_beta_is_nonzero():
     """Static: one global load (beta * C), two stores (0 and beta * C), no local memory."""
-    env = child_env(NUMBA_ENABLE_CUDASIM="0", SGBLAS_NO_WARMUP="1")
+    env = child_env(NUMBA_ENABLE_CUDASIM="0")
     proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -381,9 +381,11 @@ def test_results_name_the_compiler_of_the_cached_cubins(tmp_path, monkeypatch):
     site.mkdir(mode=0o700)
     monkeypatch.setenv(kernel_cache.CACHE_DIR_VARIABLE, str(site))
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))  # an empty per-user cache
-    first, second = REGISTRY[0].name, REGISTRY[1].name
-    kernel_cache.write(first, (9, 0), "entry", note)
-    kernel_cache.write(second, (9, 0), "entry", b"\x7fELF no note")
+    from sgblas.runtime.build import cubin_key, variant_key
+
+    first, second = REGISTRY[0], REGISTRY[1]
+    kernel_cache.write(first.name, (9, 0), cubin_key(variant_key(first, (9, 0))), "entry", note)
+    kernel_cache.write(second.name, (9, 0), cubin_key(variant_key(second, (9, 0))), "entry", b"\x7fELF no note")
     assert environment.cache_toolchains((9, 0)) == {"13.0.88": 1, "unknown": 1, "missing": len(REGISTRY) - 2}
 
 
