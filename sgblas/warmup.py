@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the seconds each variant compiled now took, as the JSON of "
                              "sgblas/kernels/compile_seconds.json (which orders a cold cache's compiles)")
     args = parser.parse_args(argv)
-    from sgblas.runtime.device import BACKEND, compute_capability, current_device, device_count
+    from sgblas.runtime.device import compute_capability, current_device
 
     if args.list:
         from sgblas.kernels.spec import REGISTRY

@@ -7,7 +7,7 @@ explicit signature and launch bounds for one compute capability (``numba.cuda.co
 no device needed) and linked to a cubin by ``cuda.core``'s linker, as Numba's own dispatcher
 does. The PTX and the cubin are stored in sgblas's cache (:mod:`sgblas.runtime.cache`).
 
-Keys. A variant's PTX key (:func:`variant_key`) is a digest of what makes its PTX: its
+Keys (:mod:`sgblas.runtime.keys`). A variant's PTX key (:func:`variant_key`) is a digest of what makes its PTX: its
 generated kernel text and the code of the modules it calls, both with comments and
 docstrings dropped, its ABI, launch bounds and compute capability, and the compiler's package
 versions. Its cubin key adds the linker's (:func:`cubin_key`). So an edit that changes one
