@@ -68,16 +68,37 @@ def _line(report) -> str:
 _COMPILED = ("compiled", "compiled in a worker", "compiled, not stored", "rebuilt")
 
 
-def _write_timings(path: str, seconds: dict[str, float]) -> None:
-    import json
-    import os
+class _Reports(list):
+    """The compile reports of one compute capability, each printed as it comes."""
 
-    record = {"what": f"seconds each variant's compile took in a worker of `python -m sgblas.warmup` on a host of "
-                      f"{os.cpu_count()} CPUs, as it printed them; they order a cold cache's compiles, the costliest first",
-              "measured": time.strftime("%Y-%m-%d"), "seconds": dict(sorted(seconds.items()))}
-    with open(path, "w") as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
+    def __call__(self, report) -> None:
+        self.append(report)
+        print(_line(report), flush=True)
+
+    def summary(self, ready: int) -> str:
+        """How the ``ready`` variants came to be: the counts a test of concurrent warm-ups adds up."""
+        sources = [report.source for report in self]
+        compiled = sum(source in _COMPILED for source in sources)
+        linked = sources.count("linked in a worker")
+        others = sources.count("built by another process")
+        return (f"{ready} variants ready: {compiled} compiled now, {linked} linked from kept PTX, "
+                f"{others} built by another process, {ready - compiled - linked - others} were already in the cache")
+
+    def write_timings(self, path: str | None) -> None:
+        """The seconds each compile took, as ``sgblas/kernels/compile_seconds.json`` holds them."""
+        if path is None:
+            return
+        import json
+        import os
+
+        seconds = {report.name: round(report.seconds, 2) for report in self if report.source in _COMPILED}
+        record = {"what": f"seconds each variant's compile took in a worker of `python -m sgblas.warmup` on a host "
+                          f"of {os.cpu_count()} CPUs, as it printed them; they order a cold cache's compiles, the "
+                          f"costliest first",
+                  "measured": time.strftime("%Y-%m-%d"), "seconds": dict(sorted(seconds.items()))}
+        with open(path, "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
 
 
 def _warm_device(device: int, rebuild: bool, timings: str | None = None) -> int:
@@ -88,22 +109,9 @@ def _warm_device(device: int, rebuild: bool, timings: str | None = None) -> int:
 
     cc = compute_capability(device)
     print(f"device {device} (cc {cc[0]}.{cc[1]}):")
-    sources: dict[str, str] = {}
-
-    def progress(report):
-        sources[report.name] = report.source
-        print(_line(report), flush=True)
-
-    seconds: dict[str, float] = {}
-
-    def progress_and_time(report):
-        if report.source in _COMPILED:
-            seconds[report.name] = round(report.seconds, 2)
-        progress(report)
-
-    table = load_device(device, REGISTRY, progress_and_time, rebuild=rebuild, announce=logging.INFO)
-    if timings is not None:
-        _write_timings(timings, seconds)
+    reports = _Reports()
+    table = load_device(device, REGISTRY, reports, rebuild=rebuild, announce=logging.INFO)
+    reports.write_timings(timings)
     unstored = [r.name for r in load_reports(device) if r.source == "compiled, not stored"]
     for loaded in table.values():
         try:
@@ -112,7 +120,7 @@ def _warm_device(device: int, rebuild: bool, timings: str | None = None) -> int:
             print(f"  {loaded.name:<40} {regs} registers, {local} bytes of local memory per thread")
         except driver.DriverError as exc:  # informative only
             print(f"  {loaded.name:<40} attributes unavailable: {exc}")
-    print(f"  {_summary(len(table), sources)}")
+    print(f"  {reports.summary(len(table))}")
     if unstored:
         print(f"  {len(unstored)} compiled variants could not be stored: {', '.join(unstored)}")
         return EXIT_NOWHERE_TO_STORE
@@ -120,24 +128,20 @@ def _warm_device(device: int, rebuild: bool, timings: str | None = None) -> int:
     return 0
 
 
-def _warm_cc(cc: tuple[int, int], rebuild: bool) -> int:
+def _warm_cc(cc: tuple[int, int], rebuild: bool, timings: str | None = None) -> int:
     """Cache every variant for a compute capability no present device needs to have."""
     from sgblas.kernels.spec import REGISTRY
     from sgblas.runtime.build import fill_cache
 
     print(f"cc {cc[0]}.{cc[1]}:")
     errors: list = []
-    sources: dict[str, str] = {}
-
-    def progress(report):
-        sources[report.name] = report.source
-        print(_line(report), flush=True)
-
-    filled = fill_cache(REGISTRY, cc, None, progress, rebuild=rebuild, errors=errors, announce=logging.INFO)
+    reports = _Reports()
+    filled = fill_cache(REGISTRY, cc, None, reports, rebuild=rebuild, errors=errors, announce=logging.INFO)
+    reports.write_timings(timings)
     for name, (_, source) in filled.items():
         if source == "cache":
             print(f"  {'cache':<24} {name:<40} {0.0:6.2f} s")
-    print(f"  {_summary(len(filled), sources)}")
+    print(f"  {reports.summary(len(filled))}")
     for name, exc in errors:
         print(f"  FAILED {name}: {type(exc).__name__}: {exc}".splitlines()[0], flush=True)
     unstored = [name for name, (entry, _) in filled.items() if entry.path is None]
@@ -146,15 +150,6 @@ def _warm_cc(cc: tuple[int, int], rebuild: bool) -> int:
         return EXIT_NOWHERE_TO_STORE
     print(f"  {_where()}")
     return 1 if errors else 0
-
-
-def _summary(ready: int, sources: dict[str, str]) -> str:
-    """How the ``ready`` variants came to be: the counts a test of concurrent warm-ups adds up."""
-    compiled = sum(source in _COMPILED for source in sources.values())
-    linked = sum(source == "linked in a worker" for source in sources.values())
-    others = sum(source == "built by another process" for source in sources.values())
-    return (f"{ready} variants ready: {compiled} compiled now, {linked} linked from kept PTX, "
-            f"{others} built by another process, {ready - compiled - linked - others} were already in the cache")
 
 
 def _where() -> str:
@@ -293,7 +288,9 @@ def _warm(args: argparse.Namespace) -> int:
         statuses.append(_warm_device(device, args.rebuild, args.timings))
     else:
         print("no CUDA device is present: caching for the --cc compute capabilities only")
-    statuses += [_warm_cc(cc, args.rebuild) for cc in others]
+    # --timings records one compute capability's compiles: the device's, else the first --cc's.
+    statuses += [_warm_cc(cc, args.rebuild, args.timings if device is None and i == 0 else None)
+                 for i, cc in enumerate(others)]
     print(f"done in {time.perf_counter() - t0:.2f} s")
     return max(statuses, default=0)
 

@@ -268,6 +268,15 @@ else:
         """The data pointers of the array arguments at ``positions``, in that order."""
         return tuple(context.make_array(sig.args[n])(context, builder, value=args[n]).data for n in positions)
 
+    def _madd(builder, acc_p, at, fa_p, fa_at, fb_p, fb_at) -> None:
+        """``acc[at] += fa[fa_at()] * fb[fb_at()]``, the index arithmetic emitted where the
+        statements the intrinsics replace emitted it (so the IR, and the PTX, are the same)."""
+        cp = builder.gep(acc_p, [at])
+        c = builder.load(cp)
+        a = builder.load(builder.gep(fa_p, [fa_at()]))
+        b = builder.load(builder.gep(fb_p, [fb_at()]))
+        builder.store(builder.fadd(c, builder.fmul(a, b)), cp)
+
     def _elem_ptr(context, builder, arrty, arr, idxty, idx, addrspace: int):
         """Typed ``float addrspace(n)*`` to ``arr[idx]``, 64-bit address arithmetic."""
         data = context.make_array(arrty)(context, builder, value=arr).data
@@ -529,7 +538,7 @@ else:
 
             def codegen(context, builder, sig, args):
                 i64 = ir.IntType(64)
-                acc_p, fa_p, fb_p = _data(context, builder, sig, args, *(0, 1, 3))
+                acc_p, fa_p, fb_p = _data(context, builder, sig, args, 0, 1, 3)
                 ia_v = context.cast(builder, args[2], sig.args[2], types.int64)
                 ib_v = context.cast(builder, args[4], sig.args[4], types.int64)
                 with cgutils.for_range(builder, i64(n_out)) as lo:
@@ -542,11 +551,8 @@ else:
                         i, j = (o, x) if outer == "i" else (x, o)
                         at = builder.add(builder.mul(j, i64(tm)), i) if col_major else \
                             builder.add(builder.mul(i, i64(tn)), j)
-                        cp = builder.gep(acc_p, [at])
-                        c = builder.load(cp)
-                        a = builder.load(builder.gep(fa_p, [builder.add(ia_v, i)]))
-                        b = builder.load(builder.gep(fb_p, [builder.add(ib_v, j)]))
-                        builder.store(builder.fadd(c, builder.fmul(a, b)), cp)
+                        _madd(builder, acc_p, at, fa_p, lambda: builder.add(ia_v, i),
+                              fb_p, lambda: builder.add(ib_v, j))
                 return context.get_dummy_value()
 
             return types.void(acc, fa, ia, fb, ib), codegen
@@ -569,15 +575,12 @@ else:
 
             def codegen(context, builder, sig, args):
                 i64 = ir.IntType(64)
-                acc_p, fa_p, fb_p = _data(context, builder, sig, args, *(0, 2, 3))
+                acc_p, fa_p, fb_p = _data(context, builder, sig, args, 0, 2, 3)
                 base = context.cast(builder, args[1], sig.args[1], types.int64)
                 for c in range(n):
                     for e in range(k):
-                        cp = builder.gep(acc_p, [builder.add(base, i64(c))])
-                        t = builder.load(cp)
-                        a = builder.load(builder.gep(fa_p, [i64(e)]))
-                        b = builder.load(builder.gep(fb_p, [i64(c * k + e)]))
-                        builder.store(builder.fadd(t, builder.fmul(a, b)), cp)
+                        _madd(builder, acc_p, builder.add(base, i64(c)), fa_p, lambda: i64(e),
+                              fb_p, lambda: i64(c * k + e))
                 return context.get_dummy_value()
 
             return types.void(acc, ia, fa, fb), codegen
@@ -601,17 +604,14 @@ else:
 
             def codegen(context, builder, sig, args):
                 i64 = ir.IntType(64)
-                acc_p, fa_p, fb_p = _data(context, builder, sig, args, *(0, 2, 3))
+                acc_p, fa_p, fb_p = _data(context, builder, sig, args, 0, 2, 3)
                 ia_v = context.cast(builder, args[1], sig.args[1], types.int64)
                 ib_v = context.cast(builder, args[4], sig.args[4], types.int64)
                 with cgutils.for_range(builder, i64(n)) as lj:
                     j = lj.index
                     for i in range(m):
-                        cp = builder.gep(acc_p, [builder.add(builder.add(ia_v, i64(i * n)), j)])
-                        t = builder.load(cp)
-                        a = builder.load(builder.gep(fa_p, [i64(i)]))
-                        b = builder.load(builder.gep(fb_p, [builder.add(ib_v, j)]))
-                        builder.store(builder.fadd(t, builder.fmul(a, b)), cp)
+                        _madd(builder, acc_p, builder.add(builder.add(ia_v, i64(i * n)), j), fa_p,
+                              lambda: i64(i), fb_p, lambda: builder.add(ib_v, j))
                 return context.get_dummy_value()
 
             return types.void(acc, ia, fa, fb, ib), codegen

@@ -48,13 +48,12 @@ from typing import Any, Callable, Iterable, NamedTuple
 from sgblas.runtime import cache as kernel_cache
 from sgblas.runtime import claims
 from sgblas.runtime import driver
+# The keys live apart so that the registry can name its rows' code without importing this
+# module's machinery; they are re-exported here for the builder's callers.
 from sgblas.runtime.keys import ModuleCode, cubin_key, key_and_size, variant_key
 
 __all__ = ["CompileReport", "ModuleCode", "variant_key", "cubin_key", "compile_ptx", "link_ptx", "build_cubin",
            "compile_job", "compile_entry", "fill_cache", "runnable", "expected_seconds", "SECONDS_PER_VARIANT"]
-
-# The keys live apart (sgblas.runtime.keys) so that the registry can name its rows' code
-# without importing the compiler's machinery.
 
 log = logging.getLogger("sgblas")
 
@@ -64,6 +63,7 @@ SECONDS_PER_VARIANT = (4.0, 12.0)
 
 #: A process that has waited this long for another's claim compiles the variant itself.
 MAX_WAIT_S = 600.0
+
 
 class CompileReport(NamedTuple):
     """What loading one variant did: ``source`` is "cache", "compiled in a worker", "linked in a
@@ -142,13 +142,12 @@ def compile_job(spec: Any, cc: tuple[int, int], rebuild: bool = False) -> Compil
     if not rebuild and kernel_cache.read(spec.name, cc, ckey) is not None:
         return CompileReport(spec.name, "cache", time.perf_counter() - t0)
     kept = None if rebuild else kernel_cache.read(spec.name, cc, key, kind="ptx")
-    if kept is not None:
-        ptx, source = kept.cubin.decode(), "linked"
-    else:
-        ptx, source = compile_ptx(spec, cc), "compiled"
-        kernel_cache.write(spec.name, cc, key, _entry_name(spec, ptx), ptx.encode(), kind="ptx")
-    cubin = link_ptx(spec, ptx, cc)
-    kernel_cache.write(spec.name, cc, ckey, _entry_name(spec, ptx), cubin)
+    ptx = kept.cubin.decode() if kept is not None else compile_ptx(spec, cc)
+    entry_name = _entry_name(spec, ptx)
+    if kept is None:
+        kernel_cache.write(spec.name, cc, key, entry_name, ptx.encode(), kind="ptx")
+    kernel_cache.write(spec.name, cc, ckey, entry_name, link_ptx(spec, ptx, cc))
+    source = "linked" if kept is not None else "compiled"
     return CompileReport(spec.name, source, time.perf_counter() - t0)
 
 
