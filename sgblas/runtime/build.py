@@ -81,11 +81,16 @@ _ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", r
 
 
 def compile_ptx(spec: Any, cc: tuple[int, int]) -> str:
-    """The PTX of ``spec`` for ``cc`` (Numba, with the ABI's signature and the launch bounds)."""
+    """The PTX of ``spec`` for ``cc`` (Numba, with the ABI's signature and the launch bounds,
+    through :func:`sgblas.runtime.frontend.sgblas_pipeline`)."""
     from numba import cuda
 
-    ptx, _ = cuda.compile_ptx(spec.build(cc), spec.abi.signature().args, cc=cc,
-                              launch_bounds=spec.launch_bounds)
+    from sgblas.runtime.frontend import sgblas_pipeline
+
+    kernel = spec.build(cc)
+    with sgblas_pipeline():
+        ptx, _ = cuda.compile_ptx(kernel, spec.abi.signature().args, cc=cc,
+                                  launch_bounds=spec.launch_bounds)
     return ptx
 
 
@@ -206,12 +211,16 @@ class _Worker:
         line = self.process.stdout.readline()
         return line.split(None, 3) if line else None
 
-    def close(self) -> None:
+    def end_input(self) -> None:
+        """Tell the worker there are no more jobs: it exits when its current one is done."""
         try:
             if self.process.stdin is not None:
                 self.process.stdin.close()
         except OSError:
             pass
+
+    def close(self) -> None:
+        self.end_input()
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -311,6 +320,8 @@ def _in_workers(jobs: list[tuple[Any, str]], cc: tuple[int, int], destination: P
         for worker in workers:
             if worker.job is not None:
                 _settle(worker, heartbeat, slots)
+            worker.end_input()  # all of them first, so that they exit together
+        for worker in workers:
             worker.close()
         heartbeat.stop()
         slots.release_all()

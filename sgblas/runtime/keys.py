@@ -3,7 +3,7 @@
 A variant's PTX key (:func:`variant_key`) is a digest of its generated kernel text and of the
 code of the modules it is or calls (both with comments and docstrings dropped: the text line by
 line, a module by its syntax tree), its ABI, launch bounds and compute capability, and the
-compiler's package versions; the cubin key adds the linker's (:func:`cubin_key`). Computing
+compiler's package versions and the passes its front end leaves out; the cubin key adds the linker's (:func:`cubin_key`). Computing
 them imports no compiler: a handle keys every variant before it looks in the cache.
 """
 
@@ -13,6 +13,8 @@ import functools
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from sgblas.runtime.frontend import SKIPPED_PASSES
 
 __all__ = ["ModuleCode", "variant_key", "cubin_key", "key_and_size", "distribution_version"]
 
@@ -110,7 +112,7 @@ def key_and_size(spec: Any, cc: tuple[int, int]) -> tuple[str, int]:
 
     digest = hashlib.sha256(f"sgblas-variant-{_KEY_FORMAT}\0{spec.name}\0sm_{cc[0]}{cc[1]}\0"
                             f"{spec.abi.name}{tuple(spec.abi.params)}\0{spec.launch_bounds}\0"
-                            f"{_versions(_COMPILER_DISTRIBUTIONS)}\0".encode())
+                            f"{_versions(_COMPILER_DISTRIBUTIONS)}\0{SKIPPED_PASSES}\0".encode())
     size = 0
     for piece in spec.code(cc):
         text = _code(piece)
