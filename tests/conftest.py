@@ -27,12 +27,12 @@ def _gpu_present() -> bool:
 
 
 GPU_PRESENT = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and _gpu_present()
-SIMULATOR_PACED = False
+SIMULATOR_POOLED = False
 if not GPU_PRESENT:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    from helpers import pace_simulator
+    from helpers import pool_simulator
 
-    SIMULATOR_PACED = pace_simulator()
+    SIMULATOR_POOLED = pool_simulator()
 
 
 def _gpu_count() -> int:
@@ -84,7 +84,7 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_report_header(config):
     if GPU_PRESENT:
         return "sgblas tests: real GPU"
-    loop = "paced block loop" if SIMULATOR_PACED else "numba-cuda's own block loop"
+    loop = "pooled block threads" if SIMULATOR_POOLED else "numba-cuda's own block loop"
     return f"sgblas tests: CUDA simulator (no GPU found), {loop}"
 
 

@@ -99,22 +99,30 @@ def candidate_shapes(spec: Any, kind: str) -> Iterable[tuple[int, int, int]]:
         yield m, n, k
 
 
-def find_shape(handle, spec: Any, kind: str) -> Shape | None:
-    """The smallest candidate that ``spec`` can run (its legality; the run pins the variant)."""
+def legal_shape(handle, spec: Any, kind: str, m: int, n: int, k: int) -> Shape | None:
+    """``m x n x k`` with the first leading-dimension mode that ``spec`` can run, or None."""
     from sgblas.kernels.problem import GemmProblem
 
     ta, tb = spec.pair
     # A packed variant exists for arrays the 16-byte kernels refuse: odd leading dimensions first.
     modes = ("odd",) + tuple(m for m in LD_MODES if m != "odd") if spec.role == "packed" else LD_MODES
+    for mode in modes:
+        lda = leading_dimension(_stored(ta, m, k)[0], mode)
+        ldb = leading_dimension(_stored(tb, k, n)[0], mode)
+        ldc = leading_dimension(m, mode)
+        problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
+                              FAKE_PTR, lda, 2 * FAKE_PTR, ldb, 3 * FAKE_PTR, ldc)
+        if spec.can_implement(problem) is None:
+            return Shape(kind, m, n, k, mode)
+    return None
+
+
+def find_shape(handle, spec: Any, kind: str) -> Shape | None:
+    """The smallest candidate that ``spec`` can run (its legality; the run pins the variant)."""
     for m, n, k in candidate_shapes(spec, kind):
-        for mode in modes:
-            lda = leading_dimension(_stored(ta, m, k)[0], mode)
-            ldb = leading_dimension(_stored(tb, k, n)[0], mode)
-            ldc = leading_dimension(m, mode)
-            problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k,
-                                  FAKE_PTR, lda, 2 * FAKE_PTR, ldb, 3 * FAKE_PTR, ldc)
-            if spec.can_implement(problem) is None:
-                return Shape(kind, m, n, k, mode)
+        shape = legal_shape(handle, spec, kind, m, n, k)
+        if shape is not None:
+            return shape
     return None
 
 
@@ -204,15 +212,16 @@ TAIL_PLANS = ((300, 300, 3), (1100, 300, 9))
 
 
 def run_tail_plans(pairs: Iterable[str], shapes: Iterable[tuple[int, int, int]], betas: Iterable[float],
-                   seed: int, uninitialised_c: bool) -> tuple[int, int, list[str]]:
+                   seed: int, uninitialised_c: bool, k: int | None = None) -> tuple[int, int, list[str]]:
     """Tail plans (rule 6) of every pair in ``pairs`` and both alignment classes ("aligned" and
     "odd" leading dimensions), through ``sgemm`` on a handle that sees a device with few SMs,
-    so that small shapes take them; k is long enough for the rectangles to split. Returns
+    so that small shapes take them; k (default: long enough for the rectangles to split at
+    the heuristic's minimum slice, with room to spare) is the same for every case. Returns
     (cases, failures, lines)."""
     import sgblas
     from sgblas.dispatch import heuristic, plan as planning
 
-    k = 2 * heuristic.MIN_SPLIT_CHUNK + 88
+    k = 2 * heuristic.MIN_SPLIT_CHUNK + 88 if k is None else k
     cases = failures = 0
     lines = []
     handle = sgblas.Handle()

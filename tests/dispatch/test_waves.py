@@ -19,17 +19,32 @@ from helpers import ALIGNED, H200_PROPS, WORKSPACE, problem
 
 
 def _covered(m, n, bm, bn, group_m, tail):
-    """How many times each element of C is computed by the prefix's tiles and the rectangles."""
+    """How many times each element of C is computed by the prefix's tiles and the rectangles,
+    over the grid of cells cut by every tile and rectangle edge (within a cell every element
+    is computed equally often, so a count per cell is a count per element, on a grid of tens
+    of cells a side where C has millions of elements)."""
     tiles_m = -(-m // bm)
     tiles_n = -(-n // bn)
-    count = np.zeros((m, n), dtype=np.int32)
-    for pid in range(tail.ctas):
-        r, c = waves.tile_of(pid, tiles_m, tiles_n, group_m)
-        count[r * bm:(r + 1) * bm, c * bn:(c + 1) * bn] += 1
+    tiles = np.array([waves.tile_of(pid, tiles_m, tiles_n, group_m) for pid in range(tail.ctas)],
+                     dtype=np.int64).reshape(-1, 2)
+    assert ((tiles >= 0) & (tiles < (tiles_m, tiles_n))).all()
     for row0, col0, rows, cols in tail.rects:
         assert rows > 0 and cols > 0 and row0 + rows <= m and col0 + cols <= n
-        count[row0:row0 + rows, col0:col0 + cols] += 1
-    return count
+    rects = np.array(tail.rects, dtype=np.int64).reshape(-1, 4)
+    # (first row, end row, first column, end column) of every tile and rectangle
+    top = np.concatenate([tiles[:, 0] * bm, rects[:, 0]])
+    bottom = np.concatenate([np.minimum(tiles[:, 0] * bm + bm, m), rects[:, 0] + rects[:, 2]])
+    left = np.concatenate([tiles[:, 1] * bn, rects[:, 1]])
+    right = np.concatenate([np.minimum(tiles[:, 1] * bn + bn, n), rects[:, 1] + rects[:, 3]])
+    row_cuts = np.unique(np.concatenate([[0, m], top, bottom]))
+    col_cuts = np.unique(np.concatenate([[0, n], left, right]))
+    r0, r1 = np.searchsorted(row_cuts, top), np.searchsorted(row_cuts, bottom)
+    c0, c1 = np.searchsorted(col_cuts, left), np.searchsorted(col_cuts, right)
+    # each box adds 1 over [r0, r1) x [c0, c1): four corners of a 2-D difference array
+    diff = np.zeros((len(row_cuts), len(col_cuts)), dtype=np.int64)
+    for rows, cols, sign in ((r0, c0, 1), (r0, c1, -1), (r1, c0, -1), (r1, c1, 1)):
+        np.add.at(diff, (rows, cols), sign)
+    return diff.cumsum(0).cumsum(1)[:-1, :-1]
 
 
 def test_the_prefix_and_the_rectangles_compute_every_element_once():

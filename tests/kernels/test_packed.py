@@ -43,6 +43,10 @@ from tests.reference import C_PAD_BITS, assert_gemm_close, make_operands, refere
 H200 = DeviceProperties(132, 2048, 32, 65536, 233472)
 #: One SM: two 128x128 tiles fill it, so dispatch takes the packed row for a simulator-sized problem.
 ONE_SM = DeviceProperties(1, 2048, 32, 65536, 233472)
+#: One SM holding one CTA: a single 128x128 tile fills it. The copy kernel runs one CTA per
+#: column of A and of B, and under the simulator each costs about as much as a K step of the
+#: GEMM tile, so the default run packs a problem with few columns on this device.
+ONE_SLOT = DeviceProperties(1, 2048, 1, 65536, 233472)
 MIB = 1024 * 1024
 WORKSPACE = 32 * MIB
 BASE = 0x7F0000000000
@@ -384,23 +388,28 @@ def test_a_pinned_packed_plan_on_the_simulators_device():
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("beta", [0.0, 0.75])
-def test_sgemm_runs_the_packed_row_that_dispatch_chooses(beta, monkeypatch):
-    """TN 130x67x33, lda = ldb = 33 (one past a power of two), ldc = 133, every pointer one
-    element into a buffer that ends at its matrix's last element: on a one-SM device the two
-    128x128 tiles fill it, so dispatch packs. C's padding, and the element before C, keep their
-    bits; beta == 0 never reads C's NaNs."""
-    monkeypatch.setattr(sgblas.handle, "device_properties", lambda device: ONE_SM)
-    m, n, k, alpha = 130, 67, 33, -1.25
-    seed = _seed("sgemm", beta)
+@pytest.mark.parametrize("m, n, props", [
+    (67, 13, ONE_SLOT),
+    pytest.param(130, 67, ONE_SM, marks=pytest.mark.slow),
+], ids=["one-tile", "two-tiles"])
+def test_sgemm_runs_the_packed_row_that_dispatch_chooses(m, n, props, beta, monkeypatch):
+    """TN m x n x 33 (three K steps: the main loop runs), lda = ldb = 33 (one past a power of
+    two), ldc = m + 3, every pointer one element into a buffer that ends at its matrix's last
+    element: dispatch packs where the 128x128 tiles fill the device (one tile on a one-slot SM;
+    two on one SM of two slots). C's padding, and the element before C, keep their bits;
+    beta == 0 never reads C's NaNs."""
+    monkeypatch.setattr(sgblas.handle, "device_properties", lambda device: props)
+    k, alpha = 33, -1.25
+    seed = _seed("sgemm", beta) if (m, n) == (130, 67) else _seed("sgemm", m, n, beta)
     ops = make_operands(np.random.default_rng(seed), "T", "N", m, n, k, (0, 0, 3), nan_c=(beta == 0.0))
-    assert (ops.lda, ops.ldb, ops.ldc) == (33, 33, 133)
+    assert (ops.lda, ops.ldb, ops.ldc) == (33, 33, m + 3)
     lead = np.array([np.float32(7.5)], np.float32)
     dA, dB, dC = (cuda.to_device(np.concatenate([lead, x])) for x in (ops.A, ops.B, ops.C))
     A, B, C = dA[1:], dB[1:], dC[1:]
     assert all(x._ary.ctypes.data % 16 for x in (A, B, C)), "an operand ended up 16-byte aligned"
     label = f"TN m={m} n={n} k={k} lda={ops.lda} ldb={ops.ldb} ldc={ops.ldc} alpha={alpha} beta={beta}"
     with sgblas.Handle() as h:
-        assert h.properties == ONE_SM
+        assert h.properties == props
         explanation = sgblas.explain(h, "T", "N", m, n, k, A, ops.lda, B, ops.ldb, C, ops.ldc)
         assert explanation.kernel == PACKED_TN.name, str(explanation)
         assert pack.NAME in explanation.message and f"{PACKED_TN.workspace(m, n, k)} bytes" in explanation.message

@@ -10,8 +10,10 @@ registry's variants (every transpose pair x alignment class x tile of ``SIMT_MAN
   :mod:`sgblas.kernels.memory`). The simulator is slow, so the product stays small: every
   128x64 variant (4 pairs x 3 alignment classes) at one shape with M, N and K tails and padded
   leading dimensions; then a cheap 64x64 configuration of the same generator (64 threads)
-  over the tail shapes (tile multiples, +-1, 1, odd) for every pair and class; then a split-K
-  slice kernel whose partial products are summed in NumPy. Those runs use a strict memory
+  over the tail shapes (tile multiples, +-1, 1, odd) x pair x class x alpha/beta, and its
+  options (tile origin in views, thread tiles, staged C) over grid shapes, each as a pairwise
+  covering array (``tests/helpers.py``; the ``slow`` set runs the rest of what ran before);
+  then a split-K slice kernel whose partial products are summed in NumPy. Those runs use a strict memory
   model: every vector access must sit on its vector's alignment, and every ``cp.async`` that
   reads a byte must have its whole span inside the source buffer (compute-sanitizer's memcheck
   reported a 16-byte copy with fewer source bytes, reaching past the allocation, as an error).
@@ -45,6 +47,8 @@ from sgblas.kernels.sgemm_simt import TileConfig, generate_source, grid_for
 from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SIMT_MANIFEST
 from sgblas.testing import (assert_gemm_close, as_matrix, make_operands, padded_ld, reference_gemm,
                             stored_shape)
+
+from helpers import covering_params
 
 #: The SIMT GEMM variants of the registry, by name.
 SIMT = {s.name: s for s in GEMM_KERNELS
@@ -134,16 +138,33 @@ def _check_sim(cfg: TileConfig, name: str, m: int, n: int, k: int, alpha: float,
                             f"lda={ops.lda} ldb={ops.ldb} ldc={ops.ldc}")
 
 
-#: Tails in grids of several CTAs along m and n, and a single row and column.
-GRID_SHAPES = ((65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 130, 40))
+#: Tails in grids of several CTAs along m and n (3 x 2 tiles: a whole group of group_m = 2 tile
+#: rows and a partial one), and a single row and column.
+GRID_SHAPES = ((65, 63, 17), (130, 1, 40), (2, 70, 33), (130, 66, 40))
 
 
-def _check_shapes(cfg: TileConfig, name: str, shapes=GRID_SHAPES) -> None:
-    """:func:`_check_sim` over ``shapes``, alternating alpha = 1, beta = 0 (C poisoned) with
-    alpha = -1.5, beta = 0.75, with 1-3 extra elements of leading dimension."""
-    for i, (m, n, k) in enumerate(shapes):
-        alpha, beta = ((1.0, 0.0), (-1.5, 0.75))[i % 2]
-        _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+#: alpha = 1, beta = 0 (C poisoned) and alpha = -1.5, beta = 0.75.
+ALPHA_BETAS = ((1.0, 0.0), (-1.5, 0.75))
+
+
+def _check_shape(cfg: TileConfig, name: str, shapes, i: int, ab: int) -> None:
+    """:func:`_check_sim` at ``shapes[i]`` with ``ALPHA_BETAS[ab]`` and 1-3 extra elements of
+    leading dimension (by the shape's place in its list)."""
+    (m, n, k), (alpha, beta) = shapes[i], ALPHA_BETAS[ab]
+    _check_sim(cfg, name, m, n, k, alpha, beta, extra=1 + i % 3)
+
+
+def _shape_cases(cases, shapes, alternate=True):
+    """``parametrize`` arguments: the covering array (tests/helpers.py) of each hand-picked
+    case in ``cases`` (tuples) x the index of a shape of ``shapes`` x alpha/beta; the slow set
+    holds the rest of what every case over every shape ran before, alpha/beta alternating
+    along the shapes (``alternate``: along the list's own order)."""
+    width = len(cases[0])
+    factors = [sorted({c[j] for c in cases}, key=str) for j in range(width)]
+    return covering_params(*factors, range(len(shapes)), range(len(ALPHA_BETAS)),
+                           keep=lambda c: tuple(c[:width]) in cases,
+                           rest=lambda c: c[-1] == c[-2] % 2,
+                           ids=lambda c: "-".join(map(str, c[:width])) + f"-s{c[-2]}-ab{c[-1]}")
 
 
 # --------------------------------------------------------------------------------------
@@ -487,60 +508,81 @@ TAIL_SHAPES = [(64, 128, 48), (65, 63, 17), (63, 65, 31), (1, 1, 1), (5, 3, 7), 
                (2, 70, 33)]
 
 
+def _tail_before(c) -> bool:
+    """What the tails test ran before its covering array: every shape on TN, the second to
+    fourth on the other pairs, alpha/beta alternating along the shapes each pair ran."""
+    pair, _, i, ab = c
+    return ab == i % 2 if pair == "TN" else 1 <= i <= 3 and ab == (i - 1) % 2
+
+
 @simulator_only
-@pytest.mark.parametrize("align", ALIGNS)
-@pytest.mark.parametrize("pair", PAIRS)
-def test_generator_tails(pair, align):
+@pytest.mark.parametrize("pair, align, i, ab", covering_params(
+    PAIRS, ALIGNS, range(len(TAIL_SHAPES)), range(len(ALPHA_BETAS)), rest=_tail_before,
+    ids=lambda c: f"{c[0]}-a{c[1]}-s{c[2]}-ab{c[3]}"))
+def test_generator_tails(pair, align, i, ab):
+    """Every tail shape on every pair and every alignment class, each with both alpha/betas
+    (pairwise: tests/helpers.py)."""
     cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align)
-    name = f"small_{pair}_{align}"
-    shapes = TAIL_SHAPES if pair == "TN" else TAIL_SHAPES[1:4]  # every shape on one pair
-    _check_shapes(cfg, name, shapes)
+    _check_shape(cfg, f"small_{pair}_{align}", TAIL_SHAPES, i, ab)
+
+
+#: (pair, align, view, fma): each layout, in the FMA orders the manifest's rows pair them with.
+ORIGIN_VIEWS = [("NN", 16, "b", "snake"), ("NT", 4, "b", "rows"), ("TN", 8, "a", "snake_t"), ("TT", 16, "ab", "rows"),
+                ("NT", 16, "a", "rows"), ("TN", 4, "ab", "snake_t")]
 
 
 @simulator_only
-@pytest.mark.parametrize("pair, align, view, fma", [("NN", 16, "b", "snake"), ("NT", 4, "b", "rows"),
-                                                    ("TN", 8, "a", "snake_t"), ("TT", 16, "ab", "rows"),
-                                                    ("NT", 16, "a", "rows"), ("TN", 4, "ab", "snake_t")])
-def test_generator_origin_views(pair, align, view, fma):
+@pytest.mark.parametrize("pair, align, view, fma, i, ab", _shape_cases(ORIGIN_VIEWS, GRID_SHAPES))
+def test_generator_origin_views(pair, align, view, fma, i, ab):
     """The tile origin through a view of A and/or B (``origin_view``), in grids of several
     CTAs along m and n, each layout, in the FMA orders the manifest's rows pair them with:
     the same results as the per-thread origin."""
     cfg = TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=align, origin_view=view, fma=fma)
-    name = f"origin_{pair}_{align}_{view}_{fma}"
-    _check_shapes(cfg, name)
+    _check_shape(cfg, f"origin_{pair}_{align}_{view}_{fma}", GRID_SHAPES, i, ab)
 
 
 #: The same generator with 16 x 4 and 4 x 16 thread tiles (64 threads): the sub-tile spacing
 #: and the epilogue's row and column groups for thread tiles other than 8 x 8.
 THREAD_TILES = (dict(BM=64, BN=64, BK=16, WARPS_M=1, WARPS_N=2, LANES_M=4, TM=16, TN=4, group_m=2, min_blocks=1),
                 dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=1, LANES_M=8, TM=4, TN=16, group_m=2, min_blocks=1))
+THREAD_TILE_CASES = [(0, "TN", 4), (0, "NT", 16), (0, "NN", 8), (1, "TT", 16), (1, "TN", 8), (1, "NN", 4)]
+THREAD_TILE_SHAPES = [(65, 63, 17), (1, 1, 1), (130, 70, 40)]
 
 
 @simulator_only
-@pytest.mark.parametrize("tile, pair, align", [(0, "TN", 4), (0, "NT", 16), (0, "NN", 8),
-                                               (1, "TT", 16), (1, "TN", 8), (1, "NN", 4)])
-def test_generator_thread_tiles(tile, pair, align):
+@pytest.mark.parametrize("tile, pair, align, i, ab", _shape_cases(THREAD_TILE_CASES, THREAD_TILE_SHAPES))
+def test_generator_thread_tiles(tile, pair, align, i, ab):
     cfg = TileConfig(**THREAD_TILES[tile], transa=pair[0], transb=pair[1], align=align)
-    name = f"t{cfg.TM}x{cfg.TN}_{pair}_{align}"
-    _check_shapes(cfg, name, [(65, 63, 17), (1, 1, 1), (130, 70, 40)])
+    _check_shape(cfg, f"t{cfg.TM}x{cfg.TN}_{pair}_{align}", THREAD_TILE_SHAPES, i, ab)
+
+
+def _staged(pair: str, which: int) -> TileConfig:
+    """The three staged-C configurations of :func:`test_generator_c_staged`."""
+    ta, tb = pair
+    return (TileConfig(**SMALL, transa=ta, transb=tb, align=4, c_stage=True),
+            TileConfig(**THREAD_TILES[1], transa=ta, transb=tb, align=4, c_stage=True),
+            TileConfig(**SMALL, transa=ta, transb=tb, align=16, c_align=4, c_stage=True))[which]
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("which", range(3))
+def test_staged_c_is_written_only_in_the_staged_loop(pair, which):
+    """The text of each staged-C configuration writes C only in the staged loop of each column
+    sub-tile."""
+    cfg = _staged(pair, which)
+    src = sgemm_simt.generate_source(cfg, "k")
+    assert src.count("stg1(C, off,") == cfg.TN // 4 and "stg4(C" not in src and "sts4(As" in src, cfg
 
 
 @simulator_only
-@pytest.mark.parametrize("pair", PAIRS)
-def test_generator_c_staged(pair):
+@pytest.mark.parametrize("pair, which, i, ab", _shape_cases([(p, w) for p in PAIRS for w in range(3)], GRID_SHAPES))
+def test_generator_c_staged(pair, which, i, ab):
     """C through shared memory (``c_stage``) in the 4-byte class, in the 64 x 64 tile (a
     quarter-warp's stores span two columns: padded blocks) and a 4 x 16 thread tile, and on
     16-byte operands with 4-byte C (the packed rows' configuration): tails in grids of several
-    CTAs, alpha and beta, NaN in C for beta == 0; the text writes C only in the staged loop of
-    each column sub-tile."""
-    cfgs = [TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=4, c_stage=True),
-            TileConfig(**THREAD_TILES[1], transa=pair[0], transb=pair[1], align=4, c_stage=True),
-            TileConfig(**SMALL, transa=pair[0], transb=pair[1], align=16, c_align=4, c_stage=True)]
-    for cfg in cfgs:
-        src = sgemm_simt.generate_source(cfg, "k")
-        assert src.count("stg1(C, off,") == cfg.TN // 4 and "stg4(C" not in src and "sts4(As" in src, cfg
-        name = f"staged_{pair}_{cfg.name()}_{cfg.align}"
-        _check_shapes(cfg, name)
+    CTAs, alpha and beta, NaN in C for beta == 0."""
+    cfg = _staged(pair, which)
+    _check_shape(cfg, f"staged_{pair}_{cfg.name()}_{cfg.align}", GRID_SHAPES, i, ab)
 
 
 @simulator_only

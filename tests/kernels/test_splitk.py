@@ -15,6 +15,8 @@
   ``explain`` says how many bytes the split variant needed; a workspace for exactly two
   partials gets two; ``set_workspace`` forgets the plans; k == 0 and alpha == 0 still take the
   scale kernel.
+* Every slice kernel the heuristic passes over, pinned at one tile per slice, and a tail plan
+  on a one-SM device; the ``slow`` set runs them at the sanitizer script's larger shapes.
 """
 
 from __future__ import annotations
@@ -273,27 +275,67 @@ def test_a_split_variant_needs_only_a_and_b_aligned():
     assert "ldb=4097" in reason
 
 
-@pytest.mark.parametrize("name", sorted(s.name for s in GEMM_KERNELS
-                                        if s.role == "splitk" and s not in SPLIT_SPECS.values()))
-def test_the_slice_kernels_the_heuristic_passes_over_still_compute_right(name, capsys):
-    """The smaller slice tile, pinned through the sanitizer script at a tail shape (m, n and k
-    off the tile): the result against float64, beta applied, padding untouched."""
+#: The slice kernels the heuristic passes over, by name.
+PASSED_OVER = sorted(s.name for s in GEMM_KERNELS if s.role == "splitk" and s not in SPLIT_SPECS.values())
+
+
+@pytest.mark.parametrize("name", PASSED_OVER)
+def test_the_slice_kernels_the_heuristic_passes_over_still_compute_right(name):
+    """Each slice kernel the heuristic passes over, pinned (as ``tests/sanitizer_cases.py``
+    pins it) at one CTA tile per slice: m and n inside the tile and off the vector width, k the
+    sanitizer's tail k (4 steps and 3), cut in two slices of 3 steps (the main loop runs) and
+    2 partial ones. The result against float64, beta applied, padding untouched. The grids of
+    several tiles are the slow set's (the next test) and the generator's
+    (tests/kernels/test_sgemm_simt.py)."""
+    import sanitizer_cases
+
+    spec = by_name(name)
+    bm, bn, bk = spec.tile
+    with sgblas.Handle() as h:
+        shape = sanitizer_cases.legal_shape(h, spec, "edge", bm - 5, bn - 3, 4 * bk + 3)
+        assert shape is not None, f"{name} refuses every leading-dimension mode at {bm - 5}x{bn - 3}"
+        out = sanitizer_cases.run_gemm_case(h, name, *spec.pair, shape, -1.25, 0.75, _seed("edge", name), False)
+    assert out.ok, out.line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PASSED_OVER)
+def test_the_slice_kernels_the_heuristic_passes_over_at_the_sanitizers_tail_shape(name, capsys):
+    """The same kernels through the sanitizer script at its tail shape (m, n and k off the
+    tile, a grid of several tiles): the result against float64, beta applied, padding untouched."""
     import sanitizer_cases
 
     assert sanitizer_cases.main(["--variant", name, "--kinds", "tail", "--betas", "0.75", "--no-scale"]) == 0
     assert "1 cases, 0 failed" in capsys.readouterr().out
 
 
-def test_a_tail_plan_computes_c_whole(tiny_splits, capsys):
-    """A tail plan under the simulator (rule 6): the tile kernel over its whole wave, then the
-    rectangle left with its K split, on a handle that sees a device of 3 SMs; TN with odd
-    leading dimensions (the 4-byte slice kernel) and aligned ones (the 16-byte one), beta
-    applied, C's padding untouched (``tests/sanitizer_cases.py``, which the H200 runs under
-    every sanitizer tool with both shapes and pairs)."""
+#: A tail plan of few CTAs: 67 x 300 on 1 SM is 3 tiles of 128 x 128 on 2 slots, the whole
+#: wave 2 CTAs and one rectangle of 67 x 44 left; k = 40 splits it in two slices (2 steps, and
+#: a partial one) at the lowered minimum slice.
+SMALL_TAIL_PLAN, SMALL_TAIL_K = (67, 300, 1), 40
+
+
+def _tail_plans(shapes, k):
     import sanitizer_cases
 
-    assert sanitizer_cases.main(["--variant", "none", "--tail-plans", "TN", "--tail-shapes", "1",
-                                 "--betas", "0.75", "--no-scale"]) == 0
-    out = capsys.readouterr().out
-    assert "2 cases, 0 failed" in out
-    assert "sgemm_splitk_tn_128x128x16_2s_a4" in out and "sgemm_splitk_tn_128x128x16_2s_a16" in out
+    cases, failures, lines = sanitizer_cases.run_tail_plans(["TN"], shapes, [0.75], 0, False, k=k)
+    out = "\n".join(lines)
+    assert (cases, failures) == (2, 0), out
+    assert "sgemm_splitk_tn_128x128x16_2s_a4" in out and "sgemm_splitk_tn_128x128x16_2s_a16" in out, out
+
+
+def test_a_tail_plan_computes_c_whole(tiny_splits):
+    """A tail plan under the simulator (rule 6): the tile kernel over its whole wave, then the
+    rectangle left with its K split, on a handle that sees a device of 1 SM; TN with odd
+    leading dimensions (the 4-byte slice kernel) and aligned ones (the 16-byte one), beta
+    applied, C's padding untouched (``tests/sanitizer_cases.py``, which the H200 runs under
+    every sanitizer tool with both of its shapes and pairs)."""
+    _tail_plans([SMALL_TAIL_PLAN], SMALL_TAIL_K)
+
+
+@pytest.mark.slow
+def test_the_sanitizers_first_tail_plan_computes_c_whole(tiny_splits):
+    """The sanitizer script's first tail plan (300 x 300 on 3 SMs, its k) the same way."""
+    import sanitizer_cases
+
+    _tail_plans(sanitizer_cases.TAIL_PLANS[:1], None)
