@@ -90,7 +90,6 @@ class _Reports(list):
         if path is None:
             return
         import json
-        import os
 
         seconds = {report.name: round(report.seconds, 2) for report in self if report.source in _COMPILED}
         record = {"what": f"seconds each variant's compile took in a worker of `python -m sgblas.warmup` on a host "

@@ -2,9 +2,11 @@
 
 A variant's PTX key (:func:`variant_key`) is a digest of its generated kernel text and of the
 code of the modules it is or calls (both with comments and docstrings dropped: the text line by
-line, a module by its syntax tree), its ABI, launch bounds and compute capability, and the
-compiler's package versions and the passes its front end leaves out; the cubin key adds the linker's (:func:`cubin_key`). Computing
-them imports no compiler: a handle keys every variant before it looks in the cache.
+line, a module by its syntax tree), its ABI, launch bounds and compute capability, the
+compiler's package versions and the passes its front end leaves out
+(:data:`sgblas.runtime.frontend.SKIPPED_PASSES`); the cubin key adds the linker's
+(:func:`cubin_key`). Computing them imports no compiler: a handle keys every variant before it
+looks in the cache.
 """
 
 from __future__ import annotations
