@@ -39,7 +39,7 @@ _DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "cuda_bindings": ("cuda-bindings",),
     "cuda_core": ("cuda-core",),
     # The compiler behind the kernel cache: NVVM makes the PTX, nvJitLink the cubin; the
-    # kernels' speed depends on both (docs/tuning.md, "Run J").
+    # kernels' speed depends on both (docs/history/tuning-ladder-4-runs-j-to-l.md, "Run J").
     "nvvm": ("nvidia-nvvm",),
     "nvjitlink": ("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12"),
     "cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"),
@@ -186,7 +186,7 @@ def cache_toolchains(cc: tuple[int, int]) -> dict[str, int]:
     of the compiler that assembled each (``"missing"`` for those it does not hold). A result
     belongs to the cubins that ran, which may have been compiled elsewhere than the measuring
     machine: the same PTX assembled by 13.0 and 13.5 ran some kernels 2-4% apart
-    (docs/tuning.md, "Run J")."""
+    (docs/history/tuning-ladder-4-runs-j-to-l.md, "Run J")."""
     from sgblas.kernels.spec import REGISTRY
     from sgblas.runtime import cache as kernel_cache
     from sgblas.runtime.build import cubin_key, variant_key

@@ -88,6 +88,7 @@ def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, i
         for size in (512, 768, 1024, 1536):
             for pair in PAIRS:
                 # TN: the 128x64 slice kernel at the splits it took before rung 27
+                # (docs/history/tuning-ladder-4-runs-j-to-l.md)
                 splits = (2, 3) if pair == "TN" else (3,) if size == 1536 else ()
                 out.append(((size, size, size), pair, _variants(pair, "simt", ("128x64",), (1,))
                             + _variants(pair, "splitk", ("128x64",), splits)))

@@ -42,9 +42,9 @@ were two thirds of its statements and most of its blocks. As intrinsics they are
 each, and each emits the LLVM IR that Numba made of the text it replaces (the FMA blocks the
 same constant-trip loops, which NVVM unrolls, around the same statements), so that the PTX is
 the same: its instructions, their order and their registers (the order of a tile's FMAs is
-ptxas's input for the register allocation of the K loop, docs/tuning.md, rung 25). An
-unrolled FMA block in place of the loops gave the same instructions with the fragments'
-registers numbered in another order.
+ptxas's input for the register allocation of the K loop,
+docs/history/tuning-ladder-4-runs-j-to-l.md, rung 25). An unrolled FMA block in place of
+the loops gave the same instructions with the fragments' registers numbered in another order.
 """
 
 from __future__ import annotations

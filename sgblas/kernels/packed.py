@@ -2,13 +2,15 @@
 
 TN's 4-byte class reads both operands along k with 4-byte loads. With k-major leading
 dimensions that are multiples of 32 or within one of a power of two (``lda = 2049``: 2048^3 padded
-by one) it runs well below the 16-byte class on the same problem (docs/tuning.md, rungs 36 and
-43 have the figures). A packed variant (role ``"packed"``) copies A and B into the
-handle's workspace first, with :mod:`sgblas.kernels.pack` (leading dimension = the stored rows
-rounded up to 4, so every column starts 16-byte aligned), then runs the SIMT generator's
-16-byte kernel on the copies: three launches on the handle's stream. C is the caller's, so the
-kernel's epilogue accesses it element by element (``TileConfig.c_align = 4``, the ``c4`` of the
-name): ``a16c4`` means A and B read with 16-byte accesses, C with 4-byte ones.
+by one) it runs well below the 16-byte class on the same problem
+(docs/history/tuning-ladder-5-runs-m-to-p.md, rung 36, and
+docs/history/tuning-ladder-6-runs-q-to-v.md, rung 43, have the figures). A packed variant
+(role ``"packed"``) copies A and B into the handle's workspace first, with
+:mod:`sgblas.kernels.pack` (leading dimension = the stored rows rounded up to 4, so every
+column starts 16-byte aligned), then runs the SIMT generator's 16-byte kernel on the copies:
+three launches on the handle's stream. C is the caller's, so the kernel's epilogue accesses
+it element by element (``TileConfig.c_align = 4``, the ``c4`` of the name): ``a16c4`` means A
+and B read with 16-byte accesses, C with 4-byte ones.
 
 The copies take ``4 * (ldd_A * cols_A + ldd_B * cols_B)`` bytes of workspace
 (:func:`workspace_bytes`): 32 MiB, the default, at 2048^3. A handle with less passes the row over
@@ -36,7 +38,8 @@ PACK_NAME: str = pack.NAME
 
 #: The pairs with a packed row: TN only, whose 4-byte class reads both operands along k through
 #: registers (NN, NT and TT copy at least one operand by ``cp.async``, and their 4-byte classes
-#: kept up with cuBLAS where TN's did not: docs/tuning.md, rung 43).
+#: kept up with cuBLAS where TN's did not: docs/history/tuning-ladder-6-runs-q-to-v.md,
+#: rung 43).
 PACKED_PAIRS: tuple[tuple[str, str], ...] = (("T", "N"),)
 
 #: Elements a copy's leading dimension and column count may reach: int32 arguments.
@@ -47,11 +50,11 @@ def packed_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, 
     """The packed kernels: the SIMT manifest's 16-byte 128x128 8 x 8 row of each packed pair,
     with C's accesses narrowed to 4 bytes and staged through shared memory
     (``TileConfig.c_stage``), so that a warp's stores of C still cover whole columns' runs at
-    C's odd leading dimension (docs/tuning.md, rung 48). That epilogue changes the register
-    allocation, under which the 16-byte row's FMA order conflicts on register banks; the FMA
-    order and tile-origin views are the ones with the fewest conflicts (rung 49). The large tile only: the packing costs
-    a pass over A and B, which pays where the problem is large enough to fill the GPU with that
-    tile."""
+    C's odd leading dimension (docs/history/tuning-ladder-6-runs-q-to-v.md, rung 48). That
+    epilogue changes the register allocation, under which the 16-byte row's FMA order
+    conflicts on register banks; the FMA order and tile-origin views are the ones with the
+    fewest conflicts (rung 49). The large tile only: the packing costs a pass over A and B,
+    which pays where the problem is large enough to fill the GPU with that tile."""
     return tuple(dataclasses.replace(cfg, c_align=4, c_stage=True, fma="snake_t", origin_view="ab")
                  for cfg in simt_manifest
                  if cfg.pair in PACKED_PAIRS and cfg.align == 16 and (cfg.BM, cfg.BN, cfg.TM, cfg.TN) == (128, 128, 8, 8)

@@ -10,7 +10,8 @@ group left to right, then the group sums left to right (:func:`order`); and then
 not leak. The order, and so the bits, depend only on ``splits``: the result is the same run to
 run and stream to stream. Two levels rather than one chain because the error of a float32
 chain grows with its length: with many partials of one sign, one chain's error exceeds
-cuBLAS's, and chains of eight bring it well below (docs/tuning.md, "Run E").
+cuBLAS's, and chains of eight bring it well below
+(docs/history/tuning-ladder-2-splitk-and-pairs.md, "Run E").
 
 Mapping: each thread owns a group of 4 consecutive rows of one column (16 bytes of every
 partial: ``ldw`` is a multiple of 4 and the workspace 16-byte aligned, so those are aligned

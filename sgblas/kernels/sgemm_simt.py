@@ -16,7 +16,8 @@ Hierarchy (all sizes are :class:`TileConfig` fields; derived sizes are asserted 
   so that at every k its TM A values and TN B values come from shared memory as 16-byte loads,
   and a warp's 16-byte loads fall in distinct banks or broadcast. A larger thread tile spends
   fewer instructions on fragment loads per FMA (16 x 8: 3 loads per 64 FMAs, 8 x 8: 4) and
-  needs fewer threads per CTA tile, so more registers each (docs/tuning.md, "Run G").
+  needs fewer threads per CTA tile, so more registers each
+  (docs/history/tuning-ladder-3-runs-g-to-i.md, "Run G").
 
 The compute core and the epilogue are the same for every layout; only the copy phases differ,
 one strategy per operand layout:
@@ -116,15 +117,20 @@ class TileConfig:
     TM: int = 8              # thread tile rows: TM // 4 sub-tiles of 4, WM / (TM // 4) apart
     TN: int = 8              # thread tile columns: TN // 4 sub-tiles of 4, WN / (TN // 4) apart
     fma: str = "rows"        # the FMA block's order: "rows" (i outer, j inner), "snake" (outer
-    #                          over the shorter side, inner snaking: docs/tuning.md, rung 25)
-    #                          or "snake_t" (the same with the two loops swapped, rung 30)
+    #                          over the shorter side, inner snaking:
+    #                          docs/history/tuning-ladder-4-runs-j-to-l.md, rung 25)
+    #                          or "snake_t" (the same with the two loops swapped,
+    #                          docs/history/tuning-ladder-5-runs-m-to-p.md, rung 30)
     k_view: str = ""         # split_k only: the operands ("a", "b") whose slice offset in k
     #                          enters once, as a view of the array that starts at the slice,
-    #                          instead of in each thread's address (docs/tuning.md, rung 28)
+    #                          instead of in each thread's address
+    #                          (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 28)
     origin_view: str = ""    # the operands ("a", "b") whose CTA tile origin (row0 / col0)
-    #                          enters the same way (docs/tuning.md, rung 29)
+    #                          enters the same way
+    #                          (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 29)
     kq: int = 0              # lanes that share a k-major column in a register-staged copy;
-    #                          0 takes the alignment class's (KQB; docs/tuning.md, rung 36)
+    #                          0 takes the alignment class's
+    #                          (KQB; docs/history/tuning-ladder-5-runs-m-to-p.md, rung 36)
     c_align: int = 0         # C's alignment class in bytes when it is narrower than A's and
     #                          B's (a packed variant: sgblas/kernels/packed.py); 0: ``align``
     c_stage: bool = False    # C through shared memory in the epilogue, so that a warp's
@@ -344,15 +350,16 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
     for o in ops:
         if o.p in cfg.origin_view:
             # The tile's origin in the array's base, uniform per CTA, like the slice's offset
-            # below (docs/tuning.md, rung 29); row0 < m and col0 < n keep it inside the array.
+            # below (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 29); row0 < m and
+            # col0 < n keep it inside the array.
             w(f"    {o.arr} = {o.arr}[{o.org}{f' * {o.ld}' if o.kmajor else ''}:]")
     for o in ops:
         if o.p in cfg.k_view:
             # The same addresses, with the slice's offset in the array's base (uniform per
             # CTA) rather than in every thread's index: under nvJitLink 13.5 this changes the
-            # K loop's register allocation (docs/tuning.md, rung 28). A non-empty slice starts
-            # inside the array; an empty one (kn == 0: its start is clamped to the end) reads
-            # nothing.
+            # K loop's register allocation (docs/history/tuning-ladder-5-runs-m-to-p.md,
+            # rung 28). A non-empty slice starts inside the array; an empty one (kn == 0: its
+            # start is clamped to the end) reads nothing.
             w(f"    {o.arr} = {o.arr}[kbeg{'' if o.kmajor else f' * {o.ld}'}:]")
     w("")
 
@@ -601,9 +608,10 @@ def _epilogue(cfg: TileConfig, w) -> None:
     # The TN columns are unrolled in the text; the row groups and the tail rows are loops
     # with constant trip counts, which NVVM unrolls, so acc keeps constant indices. (Writing
     # every store out gives the same K loop and a third more text: 29 s of front end instead
-    # of 19 s for the 128x128 NN kernel, docs/tuning.md. A loop over the 4 columns of a
-    # sub-tile would cut the front end's time by another quarter, but NVVM's code for it
-    # differs, and with it ptxas's registers in the K loop.)
+    # of 19 s for the 128x128 NN kernel, docs/history/tuning-ladder-2-splitk-and-pairs.md,
+    # rung 13. A loop over the 4 columns of a sub-tile would cut the front end's time by
+    # another quarter, but NVVM's code for it differs, and with it ptxas's registers in the
+    # K loop.)
     w("    r_base = row0 + int64(am0)")
     for sn in range(TN // 4):
         for e in range(4):
@@ -698,11 +706,13 @@ def fma_loops(cfg: TileConfig) -> tuple[str, bool]:
     the outer loop runs over the shorter side and the inner one snakes (forward, then
     backward), so each FMA shares a source with the one before, across rows too; in TN and TT
     it halved the FFMAs whose uncached sources share a register bank, under nvJitLink 13.0 and
-    13.5 alike, and cut their dispatch stalls (docs/tuning.md, rung 25). "snake_t" swaps the
-    two loops: the same sharing, a different input to ptxas's allocator, which for TN's 4- and
-    8-byte rows and its slice kernel was the difference between a stack or four times the
-    conflicts and neither (rung 30). "rows": i outer, j inner. Each accumulator adds its
-    products in k order either way, so the bits do not depend on the order."""
+    13.5 alike, and cut their dispatch stalls (docs/history/tuning-ladder-4-runs-j-to-l.md,
+    rung 25). "snake_t" swaps the two loops: the same sharing, a different input to ptxas's
+    allocator, which for TN's 4- and 8-byte rows and its slice kernel was the difference
+    between a stack or four times the conflicts and neither
+    (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 30). "rows": i outer, j inner. Each
+    accumulator adds its products in k order either way, so the bits do not depend on the
+    order."""
     if cfg.fma == "rows":
         return "i", False
     outer = "i" if cfg.TM <= cfg.TN else "j"

@@ -26,14 +26,14 @@ an S contiguous along P with its vectors swizzled, ``_stage_dot``). L:
 both loops copy each lane's k steps with 16-byte ``cp.async`` into a ring of ``ring`` (4) steps
 in shared memory, so three steps are in flight while one is multiplied (dot at 128 registers, 4
 CTAs a SM; axpy at 168, 3 CTAs a SM; the ring replaced loading the next step into registers,
-docs/tuning.md, rung 18). Each has a copy of its loop with no bounds tests, taken for the
-pieces that lie wholly inside the matrix. Rows of S past P are not copied, or, in the dot
-loop's copy of an S contiguous along k, copied as zeros with no source byte (their values reach
-only accumulators that are never stored; past the end of K the copies zero-fill, since L's
-zeros times a stale NaN would not be zero); the multiply-adds of a row block of 4 are
-skipped when the whole block is past P (a branch the CTA takes uniformly), so m = 3 does a
-quarter of m = 16's arithmetic. The axpy loop's outputs leave through the ring, so that a
-warp's stores cover whole runs of C (``_axpy_body``).
+docs/history/tuning-ladder-3-runs-g-to-i.md, rung 18). Each has a copy of its loop with no
+bounds tests, taken for the pieces that lie wholly inside the matrix. Rows of S past P are
+not copied, or, in the dot loop's copy of an S contiguous along k, copied as zeros with no
+source byte (their values reach only accumulators that are never stored; past the end of K
+the copies zero-fill, since L's zeros times a stale NaN would not be zero); the multiply-adds
+of a row block of 4 are skipped when the whole block is past P (a branch the CTA takes
+uniformly), so m = 3 does a quarter of m = 16's arithmetic. The axpy loop's outputs leave
+through the ring, so that a warp's stores cover whole runs of C (``_axpy_body``).
 
 K split: ``blockIdx.y`` is a split index s; the CTA covers k in
 ``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha * partial + beta * C`` into
@@ -324,7 +324,7 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
     # overlap) XORed by a constant in bits 3-4, plus a constant: one LOP3 and an immediate,
     # where the general form costs four. The base is rebuilt each piece from a fresh read of
     # tid: held across the K loop, it and S's column offset spilled at 128 registers (ptxas
-    # 13.0; docs/tuning.md, rung 39).
+    # 13.0; docs/history/tuning-ladder-5-runs-m-to-p.md, rung 39).
     VP = threads // MP // 4
     w(f"{ind}tn = {_TID_AGAIN}")
     w(f"{ind}sp = tn % uint32({MP})")
@@ -338,7 +338,8 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
 
     # A piece wholly before ke (all but the last of a split) copies with no test, its source
     # stepping by 8 columns of S a pass; the 64-bit compare, the selects and the rebuilt
-    # address of the tested copy cost about nine instructions each (rung 39).
+    # address of the tested copy cost about nine instructions each
+    # (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 39).
     w(f"{ind}    sk = kb + {piece} * {KC} + int64(sc)")
     w(f"{ind}    if kb + ({piece} + 1) * {KC} <= ke:")
     w(f"{ind}        sg = int64(sp) + sk * s_k")
@@ -451,7 +452,8 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
 
     w("    # ---- the 8 lanes of a column group add their sums in lane order, through shared memory")
     # The thread's position again from a fresh read of tid: derived once before the loop, it
-    # stayed in registers across it and spilled at 128 registers (rung 39).
+    # stayed in registers across it and spilled at 128 registers
+    # (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 39).
     w(f"    tid = {_TID_AGAIN}")
     w("    warp = tid >> uint32(5)")
     w("    lane = tid & uint32(31)")
@@ -550,7 +552,7 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     # m when m is small, Q when n is small), so a warp's stores cover whole runs of C. Stored
     # straight from the accumulators, each of a lane's 64 stores touches its own sector (lanes
     # 4 columns apart), and every CTA does that at once at the end: run O's probe measured it
-    # at a third of the axpy loop's time (docs/tuning.md, rung 34).
+    # at a third of the axpy loop's time (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 34).
     QC = cfg.QC
 
     def store(ind: str, row: str, src: str) -> None:

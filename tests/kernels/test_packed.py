@@ -240,8 +240,8 @@ def test_slow_leading_dimensions_take_the_packed_row():
     # One past a power of two, pointers off by one element: the same; multiples of 32 too.
     assert chosen(problem(2048, 2048, 2048, lda=2049, ldb=2049, offset=1)).spec is PACKED_TN
     assert chosen(problem(2048, 2048, 2048, offset=1)).spec is PACKED_TN
-    # One below a power of two (rung 47): 2047^3 with tight leading dimensions, whose copies the
-    # default workspace holds.
+    # One below a power of two (docs/history/tuning-ladder-6-runs-q-to-v.md, rung 47):
+    # 2047^3 with tight leading dimensions, whose copies the default workspace holds.
     assert chosen(problem(2047, 2047, 2047)).spec is PACKED_TN
 
 
@@ -272,9 +272,10 @@ def test_fast_leading_dimensions_keep_the_4_byte_row():
                                          (6143, 6143, 6143, 6143), (4096, 4096, 4096, 4097), (8192, 8192, 8192, 8193),
                                          (8191, 8191, 8191, 8191), (4095, 4095, 4095, 4095)])
 def test_large_problems_pack_only_at_the_slow_leading_dimensions(m, n, k, ld):
-    # Size alone does not pack (rung 43: at 3000-8191 with other leading dimensions the copies
-    # cost as much as they saved, or more); a k-major leading dimension within one of a power of two
-    # packs when the workspace holds both copies, and not when it is 4 bytes short.
+    # Size alone does not pack (docs/history/tuning-ladder-6-runs-q-to-v.md, rung 43: at
+    # 3000-8191 with other leading dimensions the copies cost as much as they saved, or more);
+    # a k-major leading dimension within one of a power of two packs when the workspace holds
+    # both copies, and not when it is 4 bytes short.
     p = problem(m, n, k, lda=ld, ldb=ld, ldc=m + 3, offset=1)
     big = chosen(p, workspace=1 << 34)
     if heuristic.eight_lanes_pay(p):

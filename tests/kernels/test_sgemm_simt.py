@@ -241,7 +241,8 @@ def test_generated_source_copies_by_layout_and_alignment(name):
     assert cfg.SA == cfg.BM + cfg.KPAD * cfg.a_kmajor and cfg.SB == cfg.BN + cfg.KPAD * cfg.b_kmajor
 
 
-#: 128x128x16 with 4 warps of 64 x 64 and a 16 x 8 thread tile (docs/tuning.md, "Run G").
+#: 128x128x16 with 4 warps of 64 x 64 and a 16 x 8 thread tile
+#: (docs/history/tuning-ladder-3-runs-g-to-i.md, "Run G").
 WIDE = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
 
 
@@ -289,9 +290,10 @@ def _fma_order(src: str) -> list[tuple[int, int]]:
 def test_fma_block_snakes_along_the_longer_side(tile):
     """``fma="snake"``: every accumulator once per k step, in an order where each FMA shares an
     operand with the one before (the inner loop runs over the longer side and reverses on every
-    other row), so the reuse cache holds one of its sources across rows too (docs/tuning.md,
-    rung 25); ``fma="snake_t"`` the same with the two loops swapped (rung 30). The default keeps
-    the row order."""
+    other row), so the reuse cache holds one of its sources across rows too
+    (docs/history/tuning-ladder-4-runs-j-to-l.md, rung 25); ``fma="snake_t"`` the same with
+    the two loops swapped (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 30). The default
+    keeps the row order."""
     cfg = TileConfig(transa="T") if tile == "8x8" else TileConfig(**WIDE)
     rows = _fma_order(generate_source(cfg, "probe"))
     assert cfg.fma == "rows" and rows == [(i, j) for i in range(cfg.TM) for j in range(cfg.TN)]

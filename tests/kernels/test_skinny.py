@@ -217,5 +217,6 @@ def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
         assert ptxs[name].count("fma.rn.f32") >= 256
     # The dot loop rebuilds its S-copy addresses and its epilogue's position from fresh reads of
     # tid (memory.tid_x_again), which the compiler may not fold into the first: held across the
-    # K loop, those values spilled at the launch bound's 128 registers (docs/tuning.md, rung 39).
+    # K loop, those values spilled at the launch bound's 128 registers
+    # (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 39).
     assert ptxs[names[0]].count("%tid.x") >= 3, f"{names[0]} reads tid only once"
