@@ -23,7 +23,8 @@ import struct
 import threading
 from typing import Any, NamedTuple
 
-from sgblas.dispatch.plan import choose, execute, plan_for
+from sgblas.dispatch.model import calibration_for
+from sgblas.dispatch.plan import choose, execute, plan_for, plan_named
 from sgblas.enums import MathMode, Status
 from sgblas.handle import Handle
 from sgblas.kernels.problem import GemmProblem
@@ -205,12 +206,19 @@ def validate(handle: Any, transa: Any, transb: Any, m: Any, n: Any, k: Any, alph
 
 def run(handle: Handle, ta: str, tb: str, m: int, n: int, k: int, alpha: float, a_ptr: int, a_extent: int,
         lda: int, b_ptr: int, b_extent: int, ldb: int, beta: float, c_ptr: int, c_extent: int,
-        ldc: int) -> Status:
+        ldc: int, candidate: str | None = None) -> Status:
     """Plan and enqueue a validated call with m, n >= 1 (A and B unread when k or alpha is 0,
-    their pointers then 0). A failure is a status, never an escaping exception."""
+    their pointers then 0); ``candidate``: run that candidate plan instead of the chosen one
+    (when A and B are read). A failure is a status, never an escaping exception."""
     try:
-        plan = plan_for(handle, ta, tb, m, n, k, k != 0 and alpha != 0.0, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
-    except Exception as exc:  # a guard or the heuristic failing is a status, not an exception
+        if candidate is not None and k != 0 and alpha != 0.0:
+            plan = plan_named(handle, candidate, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
+            if isinstance(plan, str):
+                _last_error.message = plan
+                return Status.INVALID_VALUE
+        else:
+            plan = plan_for(handle, ta, tb, m, n, k, k != 0 and alpha != 0.0, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
+    except Exception as exc:  # a guard or the chooser failing is a status, not an exception
         _last_error.message = f"choosing a kernel failed: {type(exc).__name__}: {exc}"
         return Status.INTERNAL_ERROR
     if plan is None:
@@ -229,7 +237,7 @@ def run(handle: Handle, ta: str, tb: str, m: int, n: int, k: int, alpha: float, 
     return Status.SUCCESS
 
 
-def run_call(handle: Handle, call: _Call) -> Status:
+def run_call(handle: Handle, call: _Call, candidate: str | None = None) -> Status:
     """:func:`run` for a call that :func:`validate` accepted."""
     c = call.c
     if c is None:
@@ -239,18 +247,19 @@ def run_call(handle: Handle, call: _Call) -> Status:
         return run(handle, call.ta, call.tb, call.m, call.n, call.k, call.alpha, 0, 0, call.lda, 0, 0, call.ldb,
                    call.beta, c.ptr, c.extent, call.ldc)
     return run(handle, call.ta, call.tb, call.m, call.n, call.k, call.alpha, a.ptr, a.extent, call.lda,
-               b.ptr, b.extent, call.ldb, call.beta, c.ptr, c.extent, call.ldc)
+               b.ptr, b.extent, call.ldb, call.beta, c.ptr, c.extent, call.ldc, candidate)
 
 
-def _finish(result: _Call | _Failure, handle: Handle) -> Status:
+def _finish(result: _Call | _Failure, handle: Handle, candidate: str | None = None) -> Status:
     if type(result) is _Failure:
         _last_error.message = result.message
         return result.status
-    return run_call(handle, result)
+    return run_call(handle, result, candidate)
 
 
 def sgemm(handle: Handle, transa: str, transb: str, m: int, n: int, k: int, alpha: float,
-          A: Any, lda: int, B: Any, ldb: int, beta: float, C: Any, ldc: int) -> Status:
+          A: Any, lda: int, B: Any, ldb: int, beta: float, C: Any, ldc: int, *,
+          candidate: str | None = None) -> Status:
     """``C = alpha * op(A) @ op(B) + beta * C`` on column-major float32 device matrices.
 
     ``op(X)`` is ``X`` for ``'N'``/``'n'`` and ``X^T`` for ``'T'``/``'t'``; op(A) is m x k, op(B)
@@ -263,11 +272,22 @@ def sgemm(handle: Handle, transa: str, transb: str, m: int, n: int, k: int, alph
     ``C = beta * C`` without reading A or B (their arguments are then not examined); beta == 0
     never reads C, so NaNs there do not propagate. Returns a :class:`Status`; never raises. On
     any status but SUCCESS, C is untouched and :func:`last_error_message` says why.
+
+    ``candidate`` runs one named candidate plan instead of the one sgblas chooses (as
+    ``cublasGemmEx``'s algo argument does): a name from :func:`explain`'s ``candidates``, of the
+    form ``VARIANT``, ``VARIANT/sS`` (K in S slices) or ``VARIANT/tail``. A name that cannot
+    run these arguments returns INVALID_VALUE, and :func:`last_error_message` says why. It
+    applies when A and B are read (k and alpha nonzero); C = beta * C has one plan.
     """
-    status = _sgemm_plain(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
-    if status is not None:
-        return status
-    return _finish(validate(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), handle)
+    if candidate is None:
+        status = _sgemm_plain(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+        if status is not None:
+            return status
+    elif not isinstance(candidate, str):
+        _last_error.message = f"candidate={_show(candidate)} is not a candidate name (a str)"
+        return Status.INVALID_VALUE
+    return _finish(validate(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), handle,
+                   candidate)
 
 
 # --- the plain call: the same checks as validate's, without building objects -----------------
@@ -350,6 +370,11 @@ class Explanation(NamedTuple):
     that could but that the heuristic ranked lower, each as ``(name, reason)``. ``tail``: when
     ``kernel`` runs only the whole waves of its CTAs (a tail plan), each rectangle of C left
     as ``(row0, col0, rows, cols, kernel)``; ``message`` says how each is split.
+
+    ``candidate`` is the chosen candidate plan's name (what ``sgemm(..., candidate=)`` takes),
+    ``predicted_s`` its predicted time in seconds, and ``candidates`` every legal candidate
+    with its predicted time, fastest first (:mod:`sgblas.dispatch.model`). ``calibrated``:
+    whether the predictions use rates measured on this kind of device.
     """
 
     kernel: str | None
@@ -359,6 +384,10 @@ class Explanation(NamedTuple):
     passed_over: tuple[tuple[str, str], ...] = ()
     alignment: int | None = None
     tail: tuple[tuple[int, int, int, int, str], ...] = ()
+    candidate: str | None = None
+    predicted_s: float | None = None
+    candidates: tuple[tuple[str, float], ...] = ()
+    calibrated: bool = False
 
     def __str__(self) -> str:
         head = f"kernel: {self.kernel or '(none)'}"
@@ -366,6 +395,11 @@ class Explanation(NamedTuple):
             head += f" (alignment class {self.alignment} bytes)"
         lines = [head + (f" ({self.message})" if self.message else "")]
         lines += [f"  then C[{r0}:{r0 + rows}, {c0}:{c0 + cols}] by {name}" for r0, c0, rows, cols, name in self.tail]
+        if self.candidates:
+            rates = "calibrated" if self.calibrated else "default, uncalibrated"
+            lines.append(f"  predicted ({rates} rates): " + ", ".join(
+                f"{name} {seconds * 1e6:.1f} us" for name, seconds in self.candidates[:5])
+                + (f" and {len(self.candidates) - 5} more" if len(self.candidates) > 5 else ""))
         lines += [f"  cannot run {name}: {reason}" for name, reason in self.refusals]
         lines += [f"  not chosen {name}: {reason}" for name, reason in self.passed_over]
         return "\n".join(lines)
@@ -392,5 +426,6 @@ def explain(handle: Handle, transa: str, transb: str, m: int, n: int, k: int,
     # A packed variant reads the caller's arrays with 4-byte accesses (its 16-byte ones are of its copies).
     alignment = getattr(choice.spec.config, "c_align", 0) or choice.spec.align
     tail = tuple((*rect, sub.spec.name) for rect, sub in choice.tail)
+    calibrated = calibration_for(handle.cc, handle.properties, warn=False).calibrated
     return Explanation(choice.spec.name, choice.refused, Status.SUCCESS, choice.note, choice.passed_over,
-                       alignment, tail)
+                       alignment, tail, choice.candidate, choice.predicted_s, choice.ranking, calibrated)

@@ -204,7 +204,7 @@ class Handle:
         self.device = device
         self.math_mode = math_mode
         self.cc = compute_capability(device)
-        #: SM count and per-SM limits: what the dispatch heuristic reads.
+        #: SM count, per-SM limits and clocks: what the dispatcher reads.
         self.properties = device_properties(device)
         self._context = primary_context_handle(device)
         self._plans: dict = {}

@@ -232,3 +232,43 @@ def test_explain_reports_invalid_calls(handle, case):
 def test_explain_k_zero_is_the_scale_kernel(handle, case):
     e = sgblas.explain(handle, "N", "N", case.m, case.n, 0, None, case.lda, None, 1, case.dC, case.ldc)
     assert e.kernel == sgblas.kernels.scale.NAME
+
+
+# --- a candidate by name --------------------------------------------------------------------
+
+def test_the_chosen_candidate_run_by_name_gives_the_plain_calls_bits(handle):
+    case = Case(SEED + 5, "N", "T", 9, 7, 40, pad=1)
+    e = sgblas.explain(handle, *case.args(1.0, 0.0)[:5], case.dA, case.lda, case.dB, case.ldb, case.dC, case.ldc)
+    names = [name for name, _ in e.candidates]
+    assert e.candidate in names and all(seconds > 0 for _, seconds in e.candidates)
+    assert e.candidate in str(e) or len(names) > 5
+    assert sgblas.sgemm(handle, *case.args(1.0, 0.0)) == Status.SUCCESS
+    plain = case.dC.copy_to_host()
+    case.reset_c(nan=True)
+    assert sgblas.sgemm(handle, *case.args(1.0, 0.0), candidate=e.candidate) == Status.SUCCESS
+    np.testing.assert_array_equal(case.dC.copy_to_host(), plain)
+
+
+def test_a_split_candidate_by_name_computes_c(handle, monkeypatch):
+    """A 4-byte slice kernel in two slices (the simulator affords a K of 32 a slice)."""
+    from sgblas.dispatch import candidates
+    from sgblas.kernels.spec import GEMM_KERNELS
+
+    monkeypatch.setattr(candidates, "MIN_SPLIT_CHUNK", 16)
+    spec = next(s for s in GEMM_KERNELS if s.role == "splitk" and s.pair == ("T", "N") and s.align == 4)
+    case = Case(SEED + 6, "T", "N", 6, 5, 64, pad=1)
+    case.reset_c(nan=False)
+    assert sgblas.sgemm(handle, *case.args(-1.5, 0.5), candidate=f"{spec.name}/s2") == Status.SUCCESS
+    case.check(-1.5, 0.5)
+
+
+@pytest.mark.parametrize("name, words", [
+    ("sgemm_simt_nn_128x128x16_2s_a16", "cannot run this problem"),   # a 16-byte row, odd ld
+    ("sgemm_general_nn_128x64x16_2s_a4/s2", "does not split K"),
+    ("sgemm_general_nn_128x64x16_2s_a4/s", "is neither"),
+    (42, "is not a candidate name"),
+])
+def test_a_candidate_that_cannot_run_is_invalid_and_c_untouched(handle, case, name, words):
+    assert sgblas.sgemm(handle, *case.args(1.0, 0.0), candidate=name) == Status.INVALID_VALUE
+    assert words in sgblas.last_error_message() and str(name) in sgblas.last_error_message()
+    _assert_untouched(case)

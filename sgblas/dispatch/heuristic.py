@@ -68,7 +68,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
+from sgblas.dispatch import candidates as _candidates
 from sgblas.dispatch import waves
+from sgblas.dispatch.candidates import Split, occupancy, slots, split_of
+from sgblas.dispatch.candidates import granule as _granule
+from sgblas.dispatch.candidates import ctas as _ctas
 from sgblas.kernels import skinny, splitk
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
@@ -89,7 +93,7 @@ WAVE_TARGET: float = 0.9
 #: The least K a split-K slice keeps: below it the partials' traffic and the second launch
 #: cost more than the fuller GPU gains (docs/tuning.md, "Run E": 1024^3 gains from slices of
 #: 256).
-MIN_SPLIT_CHUNK: int = 256
+MIN_SPLIT_CHUNK: int = _candidates.MIN_SPLIT_CHUNK
 #: Rule 3a: the 128x128 tiles' whole-wave fill below which, and the 128x64 tiles' from which,
 #: TN's 4-byte class takes the 128x64 row (:func:`smaller_tile_pays`; docs/tuning.md, run S).
 WAVE_SWAP_BELOW: float = 0.8
@@ -105,7 +109,7 @@ NARROW_SPLIT_NOTE: str = ("the 4-byte slice kernels split only a tail plan's rec
 #: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
 #: The most partials one call writes.
-MAX_SPLITS: int = 128
+MAX_SPLITS: int = _candidates.MAX_SPLITS
 #: CTAs per SM that a skinny kernel's axpy loop splits K to fill, below the 3 its launch bound
 #: lets reside (which sets its registers): a third CTA per SM makes the loop move less, for a
 #: cause not yet established (16x16384x4096 NT: 52% of the copy rate at 3 per SM, 61% at 2 or
@@ -114,14 +118,14 @@ MAX_SPLITS: int = 128
 AXPY_CTAS_PER_SM: int = 2
 #: From this K on, a problem whose tiles fill the GPU is still split (when the workspace
 #: holds the partials), for accuracy ...
-ACCURACY_SPLIT_K: int = 16384
+ACCURACY_SPLIT_K: int = _candidates.ACCURACY_SPLIT_K
 #: ... into slices of at most this much K.
-ACCURACY_CHUNK: int = 8192
+ACCURACY_CHUNK: int = _candidates.ACCURACY_CHUNK
 #: From ACCURACY_SPLIT_K on, a few-tile problem takes the most splits MAX_SPLITS and the
 #: workspace allow, with slices down to this long: the error of a split sum grows with the
 #: square roots of the slice length and of the number of partials, so up to sqrt(k) splits
 #: lower it (docs/tuning.md, "Accuracy").
-ACCURACY_MIN_CHUNK: int = 128
+ACCURACY_MIN_CHUNK: int = _candidates.ACCURACY_MIN_CHUNK
 #: The K per slice from which an accuracy split's slice kernel with the larger thread tile
 #: (half the threads, each with twice the accumulators) runs faster than the 8 x 8 one: its K
 #: loop does fewer fragment loads per FMA, but half as many resident warps hide latency, which
@@ -131,14 +135,6 @@ WIDE_THREAD_K: int = 4096
 #: ... or from this K per CTA when all CTAs run in one wave (no second wave starts behind
 #: the slow epilogues of the first).
 WIDE_THREAD_ONE_WAVE_K: int = 2048
-
-
-class Split(NamedTuple):
-    """How a splitting variant runs a problem: ``splits`` CTAs along K per output tile, each
-    over ``k_chunk`` of K; ``splits == 1`` writes C directly (no workspace, one launch)."""
-
-    splits: int
-    k_chunk: int
 
 
 class Ranked(NamedTuple):
@@ -281,23 +277,9 @@ def _slice_thread_order(spec: KernelSpec, split: Split, p: GemmProblem, props: D
     return 1 - order
 
 
-def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
-    """CTAs of ``spec`` one SM holds at once."""
-    threads = spec.block[0] * spec.block[1] * spec.block[2]
-    return max(1, min(spec.blocks_per_sm, props.max_threads_per_sm // threads, props.max_blocks_per_sm))
-
-
-def slots(spec: KernelSpec, props: DeviceProperties) -> int:
-    """CTAs of ``spec`` the whole GPU holds at once."""
-    return props.sm_count * occupancy(spec, props)
-
-
 def ctas(spec: KernelSpec, p: GemmProblem) -> int:
     """Output tiles of ``spec`` for ``p`` (one CTA each, per split)."""
-    if spec.role == "skinny":
-        return spec.grid(p.m, p.n, p.k)[0]
-    bm, bn, _ = spec.tile
-    return -(-p.m // bm) * -(-p.n // bn)
+    return _ctas(spec, p.m, p.n)
 
 
 def fill(spec: KernelSpec, p: GemmProblem, props: DeviceProperties) -> float:
@@ -310,23 +292,12 @@ def _wave_fill(n_ctas: int, n_slots: int) -> float:
     return n_ctas / (-(-n_ctas // n_slots) * n_slots)
 
 
-def _granule(spec: KernelSpec) -> int:
-    """The K a split is a whole number of (a slice kernel's BK; a skinny kernel's shared piece)."""
-    return skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
-
-
 def _chunked(k: int, splits: int, granule: int) -> Split:
     """``splits`` slices of K rounded up to the granule; then as many splits as that needs, so
     none is empty."""
     chunk = -(-k // splits)
     chunk = -(-chunk // granule) * granule
     return Split(-(-k // chunk), chunk)
-
-
-def split_of(spec: KernelSpec, k: int, splits: int) -> Split:
-    """``splits`` slices of K for ``spec``, each a whole number of its K granule (a lab's way to
-    pin a split count; the heuristic chooses the count itself in :func:`split_for`)."""
-    return _chunked(k, splits, _granule(spec))
 
 
 def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int,

@@ -1,15 +1,18 @@
 """From a validated call to launches: choosing the variant, the plan memo, and ``execute``.
 
-A :class:`Plan` is what a call of one *shape class* launches: the chosen variant, loaded for
-the handle's device, and its grid; for a split-K or skinny variant that splits K, also the
-split (``splits`` slices of ``k_chunk``), the reduction kernel and its grid. The shape class
-is everything legality and the heuristic may read: transpose pair, m, n, k, whether A and B
-are read at all (k and alpha nonzero), the alignment of every pointer (mod 16), lda and ldb
-whole (beyond their alignment, the heuristic picks between TN's two 4-byte rows by them:
-:func:`sgblas.dispatch.heuristic.eight_lanes_pay`) and ldc mod 4. Plans are memoised per device, math mode and workspace size, which is all
-of a handle a plan depends on: the handles that share those (``gemm`` makes one per stream)
-share one memo, so a repeated shape costs one dictionary lookup, also on a new handle, and
-setting a handle's workspace moves it to the memo of its new size.
+A :class:`Plan` is what a call of one *shape class* launches: the chosen candidate
+(:mod:`sgblas.dispatch.candidates`), its variant loaded for the handle's device, and its grid;
+for a split-K or skinny variant that splits K, also the split (``splits`` slices of
+``k_chunk``), the reduction kernel and its grid. The shape class is everything legality and
+the choice may read: transpose pair, m, n, k, whether A and B are read at all (k and alpha
+nonzero), the pointers of A and B mod 16 and of C mod 128, lda and ldb whole and ldc mod 32
+(the cost model's layout flags: :func:`sgblas.dispatch.model.layout_flags`; the rules pick
+between TN's two 4-byte rows by lda and ldb: :func:`sgblas.dispatch.heuristic.eight_lanes_pay`).
+Plans are memoised per device, math mode and workspace size, which is all of a handle a plan
+depends on: the handles that share those (``gemm`` makes one per stream) share one memo, so a
+repeated shape costs one dictionary lookup, also on a new handle, and setting a handle's
+workspace moves it to the memo of its new size. A candidate run by name
+(``sgemm(..., candidate=NAME)``: :func:`plan_named`) is memoised there too, under its name.
 
 :func:`execute` is the only place that launches: the BLAS call, ``gemm``, the fast checks and
 the documented validation all end here, with the same plan for the same shape class. A plan
@@ -30,8 +33,10 @@ from __future__ import annotations
 import logging
 from typing import Any, NamedTuple
 
+from sgblas.dispatch import candidates as _cand
 from sgblas.dispatch import heuristic, waves
-from sgblas.dispatch.heuristic import Split
+from sgblas.dispatch import model as _model
+from sgblas.dispatch.candidates import Split
 from sgblas.kernels import pack as _pack
 from sgblas.kernels import packed as _packed
 from sgblas.kernels import reduce as _reduce
@@ -41,7 +46,7 @@ from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime import device as _device
 from sgblas.runtime.launch import LoadedKernel, launch
 
-__all__ = ["Plan", "Choice", "choose", "plan_for", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
+__all__ = ["Plan", "Choice", "choose", "plan_for", "plan_named", "find_candidate", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
 
 #: ``logging.getLogger("sgblas")``: DEBUG when a handle meets a shape class for the first time,
 #: with the variant chosen for it. Every later call of that class runs the same plan, so this
@@ -81,6 +86,12 @@ class Choice(NamedTuple):
     #: ``((row0, col0, rows, cols), Choice)`` the rectangle of C they leave out.
     tail: tuple[tuple[tuple[int, int, int, int], "Choice"], ...] = ()
     tail_ctas: int = 0
+    #: The chosen candidate's name (:mod:`sgblas.dispatch.candidates`), its predicted time in
+    #: seconds (None when not predicted), and, for ``explain``, every candidate with its
+    #: predicted time, fastest first.
+    candidate: str = ""
+    predicted_s: float | None = None
+    ranking: tuple[tuple[str, float], ...] = ()
 
 
 class Plan(NamedTuple):
@@ -117,13 +128,15 @@ class Plan(NamedTuple):
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
            quick: bool = False, rectangle: bool = False) -> Choice:
-    """The GEMM variant for ``p``: legality (each spec's ``can_implement``), then the heuristic.
+    """The plan for ``p``: legality (each spec's ``can_implement``, then each candidate's:
+    :mod:`sgblas.dispatch.candidates`), then the candidate of least predicted time
+    (:mod:`sgblas.dispatch.model`) on a device with a calibration, the earlier rules
+    (:mod:`sgblas.dispatch.heuristic`) on one without.
 
     ``quick`` (planning a call) skips the variants of other transpose pairs without wording
-    their refusals, which ``explain`` lists; the choice is the same. A tile kernel may take a
-    tail plan (rule 6: :func:`sgblas.dispatch.heuristic.tail_pays`), each of whose rectangles
-    is chosen for as a problem of its own with ``rectangle`` (less than a wave: no tail of its
-    own; the 4-byte slice kernels may split it).
+    their refusals, and predicts no more candidates than the choice needs; ``explain`` lists
+    them all, with their predicted times. ``rectangle``: ``p`` is a tail plan's rectangle
+    (less than a wave: no tail plan of its own).
     """
     legal, refused = [], []
     pair = (p.transa, p.transb)
@@ -135,11 +148,124 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
             legal.append(spec)
         else:
             refused.append((spec.name, reason))
+    # On a call's path the rules need no rates, so an uncalibrated device is not mentioned there.
+    cal = _model.calibration_for(p.cc, props, warn=not quick)
+    if cal.calibrated:
+        return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
+    choice = _by_rules(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle)
+    if quick or choice.spec is None:
+        return choice
+    ranking = _ranking(legal, p, props, workspace_bytes, rectangle, cal)
+    mine = _candidate_of(choice)
+    return choice._replace(candidate=mine.name, predicted_s=_predict_choice(choice, p, props, cal),
+                           ranking=ranking)
+
+
+def _candidate_of(choice: Choice) -> _cand.Candidate:
+    tail = waves.Tail(choice.tail_ctas, tuple(rect for rect, _ in choice.tail)) if choice.tail else None
+    return _cand.Candidate(choice.spec, choice.split, tail)
+
+
+def _predict_choice(choice: Choice, p: GemmProblem, props: _device.DeviceProperties,
+                    cal: _model.Calibration) -> float:
+    """The predicted time of a choice, its tail's rectangles by their own choices."""
+    subs = {rect: sub for rect, sub in choice.tail}
+
+    def rect_seconds(rect: tuple[int, int, int, int]) -> float:
+        sub = subs[rect]
+        return _predict_choice(sub, _sub_problem(p, rect), props, cal)
+
+    return _model.predict(_candidate_of(choice), p, props, cal, rect_seconds)
+
+
+def _ranking(legal: list, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
+             rectangle: bool, cal: _model.Calibration) -> tuple[tuple[str, float], ...]:
+    """Every candidate of ``legal`` with its predicted time, fastest first."""
+    cands, _ = _cand.enumerate_candidates(legal, p, props, workspace_bytes, rectangle)
+    sub_memo: dict = {}
+
+    def rect_seconds(rect: tuple[int, int, int, int]) -> float:
+        if rect not in sub_memo:
+            sub = choose(_sub_problem(p, rect), props, workspace_bytes, quick=True, rectangle=True)
+            sub_memo[rect] = _predict_choice(sub, _sub_problem(p, rect), props, cal) if sub.spec else float("inf")
+        return sub_memo[rect]
+
+    timed = [(c.name, _model.predict(c, p, props, cal, rect_seconds)) for c in cands]
+    return tuple(sorted(timed, key=lambda item: item[1]))
+
+
+def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
+              quick: bool, rectangle: bool, cal: _model.Calibration) -> Choice:
+    cands, passed = _cand.enumerate_candidates(legal, p, props, workspace_bytes, rectangle)
+    if not cands:
+        return Choice(None, refused, tuple(passed))
+    best, best_t = None, float("inf")
+    timed: list[tuple[_cand.Candidate, float]] = []
+    later = []
+    flags = _model.layout_flags(p)
+    for c in cands:
+        if c.tail is not None or c.split is not None and c.split.splits > 1:
+            later.append(c)
+            continue
+        t = _model.predict(c, p, props, cal, None, flags)
+        timed.append((c, t))
+        if t < best_t:
+            best, best_t = c, t
+    # Splits and tail plans cost more to predict; on a call's path, those whose lower bound
+    # (:func:`sgblas.dispatch.model.lower_bound`) cannot beat the best so far are not predicted.
+    floor = _model.Floor(p, props, cal, cands)
+    subs: dict = {}
+    for c in later:
+        if quick and floor.lower_bound(c) >= best_t:
+            continue
+        if c.tail is None:
+            t = _model.predict(c, p, props, cal, None, flags)
+        else:
+            t = 0.0
+            for rect in c.tail.rects:
+                if rect not in subs:
+                    sub = choose(_sub_problem(p, rect), props, workspace_bytes, quick=True, rectangle=True)
+                    subs[rect] = (sub, sub.predicted_s if sub.spec is not None else float("inf"))
+                t += subs[rect][1]
+            t += _model.predict(c, p, props, cal, _no_seconds, flags)
+        timed.append((c, t))
+        if t < best_t:
+            best, best_t = c, t
+    tail, tail_ctas = (), 0
+    if best.tail is not None:
+        tail = tuple((rect, subs[rect][0]) for rect in best.tail.rects)
+        tail_ctas = best.tail.ctas
+    passed_over: dict[str, str] = {}
+    for c, t in sorted(timed, key=lambda item: item[1]):
+        if c.spec is not best.spec and c.spec.name not in passed_over:
+            passed_over[c.spec.name] = (f"predicted {t * 1e6:.1f} us as {c.name}, against {best_t * 1e6:.1f} us "
+                                        f"for {best.name}")
+    for c in cands:
+        if c.spec is not best.spec and c.spec.name not in passed_over:
+            passed_over[c.spec.name] = f"{best.name} is predicted faster than its candidates"
+    ranking = () if quick else tuple((c.name, t) for c, t in sorted(timed, key=lambda item: item[1]))
+    note = _note(best.spec, best.split, p)
+    if tail:
+        note = "; ".join(filter(None, (note, _tail_note(best.spec, p, props, tail_ctas, tail))))
+    if props.programmatic_launch:
+        note = "; ".join(filter(None, (note, LAUNCH_NOTE)))
+    return Choice(best.spec, refused, tuple(passed_over.items()) + tuple(passed), best.split, note, tail, tail_ctas,
+                  best.name, best_t, ranking)
+
+
+def _no_seconds(rect: tuple[int, int, int, int]) -> float:
+    return 0.0
+
+
+def _by_rules(legal: list, refused: tuple, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
+              quick: bool, rectangle: bool) -> Choice:
+    """The earlier rules' choice (:func:`sgblas.dispatch.heuristic.rank`): a device without
+    a calibration keeps them until one is measured."""
     ranked = heuristic.rank(legal, p, props, workspace_bytes, rectangle)
     first = ranked[0] if ranked and ranked[0].reason is None else None
     passed = tuple((r.spec.name, r.reason) for r in ranked if r.reason is not None)
     if first is None:
-        return Choice(None, tuple(refused), passed)
+        return Choice(None, refused, passed)
     note = _note(first.spec, first.split, p)
     tail, tail_ctas = (), 0
     if not rectangle:
@@ -154,7 +280,8 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
                 tail = ()
     if props.programmatic_launch:
         note = "; ".join(filter(None, (note, LAUNCH_NOTE)))
-    return Choice(first.spec, tuple(refused), passed, first.split, note, tail, tail_ctas)
+    name = _cand.Candidate(first.spec, first.split, waves.Tail(tail_ctas, ()) if tail else None).name
+    return Choice(first.spec, refused, passed, first.split, note, tail, tail_ctas, name)
 
 
 def _sub_problem(p: GemmProblem, rect: tuple[int, int, int, int]) -> GemmProblem:
@@ -209,7 +336,7 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
     heuristic would choose (the caller has checked its legality): how the sanitizer driver and
     the tests reach every variant through the same call path as any other call.
     """
-    key = (ta, tb, m, n, k, reads_ab, a_ptr & 15, b_ptr & 15, c_ptr & 15, lda, ldb, ldc & 3)
+    key = (ta, tb, m, n, k, reads_ab, a_ptr & 15, b_ptr & 15, c_ptr & 127, lda, ldb, ldc & 31)
     plans = handle._plans
     plan = plans.get(key)
     if pin is not None:
@@ -246,6 +373,81 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
                       "lda %d, ldb %d, ldc mod 4 %d) runs %s%s", handle.device, ta, tb, m, n, k, a_ptr & 15,
                       b_ptr & 15, c_ptr & 15, lda, ldb, ldc & 3, plan.spec.name,
                       f" split {plan.splits} ways" if plan.splits > 1 else "")
+    return plan
+
+
+def find_candidate(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
+                   name: str) -> _cand.Candidate | str:
+    """The candidate called ``name`` for ``p``, or the sentence saying why it cannot run ``p``:
+    the name's form, the variant's legality, the split's (a whole number of slices of the
+    variant's K granule, no shorter than the least slice, within the workspace) and the
+    accuracy policy, as :func:`sgblas.dispatch.candidates.enumerate_candidates` applies them."""
+    try:
+        variant, splits, tail = _cand.parse_name(name)
+        spec = registry.by_name(variant)
+    except (ValueError, KeyError) as exc:
+        return str(exc.args[0]) if isinstance(exc, KeyError) else str(exc)
+    if spec not in registry.GEMM_KERNELS:
+        return f"candidate={name!r}: {variant} is a support kernel that plans launch, not a GEMM variant"
+    reason = spec.can_implement(p)
+    if reason is not None:
+        return f"candidate={name!r} cannot run this problem: {reason}"
+    splitting = spec.role in ("splitk", "skinny")
+    if splitting and splits is None:
+        return f"candidate={name!r}: {variant} splits K; name the number of slices, as {variant}/s2"
+    if not splitting and splits is not None:
+        return f"candidate={name!r}: {variant} does not split K (its candidates are {variant} and {variant}/tail)"
+    if tail and (spec.role != "gemm" or spec.backstop or spec.config is None):
+        return f"candidate={name!r}: {variant} has no tail plan (a tile kernel of one launch has)"
+    cands, passed = _cand.enumerate_candidates([spec], p, props, workspace_bytes)
+    if splits is not None:
+        wanted = _cand.split_of(spec, p.k, splits)
+        if wanted.splits != splits:
+            return (f"candidate={name!r}: k={p.k} in {splits} slices of whole {_cand.granule(spec)}s leaves "
+                    f"{wanted.splits} slices of {wanted.k_chunk}; name {variant}/s{wanted.splits}")
+        found = _cand.Candidate(spec, wanted)
+        why = _cand.split_refusal(spec, wanted, p, workspace_bytes)
+        if why is not None:
+            return f"candidate={name!r}: {why}"
+    else:
+        found = next((c for c in cands if c.name == name), None)
+        if found is None:
+            if tail:
+                return (f"candidate={name!r}: the {_cand.ctas(spec, p.m, p.n)} CTAs of {variant} leave no last "
+                        f"wave to split off on {props.sm_count} SMs")
+            return f"candidate={name!r}: " + dict(passed).get(spec.name, "it is not a candidate for this problem")
+    if not _cand.meets_accuracy(found, p.k):
+        legal = [s for s in registry.GEMM_KERNELS if (s.pair is None or s.pair == (p.transa, p.transb))
+                 and s.can_implement(p) is None]
+        if any(_cand.meets_accuracy(c, p.k) for c in _cand.enumerate_candidates(legal, p, props, workspace_bytes)[0]):
+            return f"candidate={name!r}: " + _cand.too_long(found, p.k)
+    return found
+
+
+def plan_named(handle: Any, name: str, ta: str, tb: str, m: int, n: int, k: int,
+               a_ptr: int, lda: int, b_ptr: int, ldb: int, c_ptr: int, ldc: int) -> Plan | str:
+    """The plan of the candidate called ``name`` for this shape class (A and B read), memoised
+    beside the chosen plans; or the sentence saying why that candidate cannot run it."""
+    key = (ta, tb, m, n, k, True, a_ptr & 15, b_ptr & 15, c_ptr & 127, lda, ldb, ldc & 31, name)
+    plans = handle._plans
+    plan = plans.get(key)
+    if plan is not None:
+        return plan
+    p = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
+    found = find_candidate(p, handle.properties, handle.workspace_bytes, name)
+    if isinstance(found, str):
+        return found
+    plan = make_plan(handle, found.spec, found.split, m, n, k, c_ptr, ldc)
+    if found.tail is not None:
+        subs = [(rect, choose(_sub_problem(p, rect), handle.properties, handle.workspace_bytes, quick=True,
+                              rectangle=True)) for rect in found.tail.rects]
+        if any(sub.spec is None for _, sub in subs):
+            return f"candidate={name!r}: no variant runs a rectangle of its tail"
+        plan = plan._replace(grid=(found.tail.ctas, 1, 1), tail=tuple(
+            _tail_part(handle, sub, rect, ta, tb, k, lda, ldb, c_ptr, ldc) for rect, sub in subs))
+    if len(plans) >= PLAN_CACHE_SIZE:
+        plans.clear()
+    plans[key] = plan
     return plan
 
 

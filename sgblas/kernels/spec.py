@@ -8,8 +8,8 @@ else: ``docs/design.md`` gives the recipe.
 Legality and choice are apart. :meth:`KernelSpec.can_implement` says whether a variant *can*
 run a problem (compute capability, math mode, transpose pair, alignment class, and what its
 generator needs), as a sentence when it cannot. Which legal variant *should* run is the
-dispatch heuristic's business (:mod:`sgblas.dispatch.heuristic`), from the device's
-properties.
+dispatcher's business (:mod:`sgblas.dispatch.plan`: the candidates' predicted times,
+from the device's properties and calibration).
 
 Names carry algorithm, transpose pair, CTA tile, stages and alignment class:
 ``sgemm_simt_nn_128x128x16_2s_a16`` is the SIMT generator's NN kernel with a 128 x 128 x 16
@@ -192,7 +192,7 @@ _T64_KA = dict(_T64, min_blocks=3)
 #: faster once it reaches its steady state, with half the resident warps to hide latency: NN
 #: and NT only (both copy A by ``cp.async``; TN and TT ran slower with it), 16-byte class only
 #: (the narrower classes' copy instructions cost more than the tile saves), and the heuristic
-#: takes it only for a long K per CTA (docs/tuning.md, "Run G").
+#: takes it only for a long K per CTA (docs/history/tuning-ladder-3-runs-g-to-i.md, "Run G").
 _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
 
 #: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
@@ -203,11 +203,12 @@ _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=
 #: add the large tile with the 16 x 8 thread tile in the 16-byte class. ``fma="snake"`` marks
 #: the rows whose FMA block runs in the snaking order: each was faster with it under one of the
 #: two nvJitLink versions measured, no slower under the other, and spills under neither (rungs
-#: 25 and 26 in docs/tuning.md). The other rows keep the row order: the snaking one slowed
-#: NN 16 x 8 and NN's 8-byte row under 13.5 and TT's 4-byte row under 13.0, made TN's 4- and
-#: 8-byte rows and NN's 128x64 rows spill under one toolchain, and was not timed under both on
-#: the rest (the other 128x64 rows). NT's 8 x 8 16-byte row spilled in it too until B's tile
-#: origin went into a view of B (``origin_view``, rung 29); NN's takes the same pair (rung 30).
+#: 25 and 26 in docs/history/tuning-ladder-4-runs-j-to-l.md). The other rows keep the row
+#: order: the snaking one slowed NN 16 x 8 and NN's 8-byte row under 13.5 and TT's 4-byte row
+#: under 13.0, made TN's 4- and 8-byte rows and NN's 128x64 rows spill under one toolchain,
+#: and was not timed under both on the rest (the other 128x64 rows). NT's 8 x 8 16-byte row
+#: spilled in it too until B's tile origin went into a view of B (``origin_view``,
+#: docs/history/tuning-ladder-5-runs-m-to-p.md, rung 29); NN's takes the same pair (rung 30).
 #: ``fma="snake_t"`` swaps the snaking loops: with the tile origins of both operands in views
 #: (TN's 4-byte row) or of A (its 8-byte row), neither spills under either toolchain and their
 #: K loops count a quarter of the row order's bank conflicts (rung 30). Since rung 30 the

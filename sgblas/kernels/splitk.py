@@ -12,7 +12,7 @@
 * **Reduction** (role ``"reduce"``): :mod:`sgblas.kernels.reduce`; in :data:`REGISTRY`, never
   chosen for a problem by itself.
 
-How many splits a call uses is the dispatch heuristic's choice (:mod:`sgblas.dispatch.heuristic`,
+How many splits a call uses is the dispatcher's choice (:mod:`sgblas.dispatch.candidates`,
 from the device's SM count and the handle's workspace); the spec's ``workspace(m, n, k)`` is
 the least a split variant needs (two partials), so a handle with less passes it over with
 that sentence.
@@ -57,10 +57,12 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     says otherwise), and the 4-byte rows :func:`_narrow_slice` picks.
 
     The 128x128 tile uses each loaded element twice as often, and ran the long-K shapes and
-    1024^3 faster than the 128x64 tile at the same split (docs/tuning.md, "Run E"). TN's
-    128x128 one spilled in the row order and does not in the snaking order its row has
-    taken since rung 25 (docs/tuning.md, rung 27), nor in the swapped one with both tile
-    origins in views that it takes since rung 30. Few-tile problems whose A or B is less
+    1024^3 faster than the 128x64 tile at the same split
+    (docs/history/tuning-ladder-2-splitk-and-pairs.md, "Run E"). TN's 128x128 one spilled in
+    the row order and does not in the snaking order its row has taken since rung 25
+    (docs/history/tuning-ladder-4-runs-j-to-l.md, rung 27), nor in the swapped one with both
+    tile origins in views that it takes since rung 30
+    (docs/history/tuning-ladder-5-runs-m-to-p.md). Few-tile problems whose A or B is less
     aligned are rare, but a tail plan's rectangles have the alignment of the caller's arrays.
     """
     wide = tuple(dataclasses.replace(cfg, split_k=True, **SLICE_CHANGES.get(_slice_key(cfg), {}))
@@ -74,8 +76,9 @@ def _narrow_slice(cfg: TileConfig) -> bool:
     (:mod:`sgblas.dispatch.waves`) splits the K of the tiles a large problem's last wave would
     leave idle, and the problems whose arrays allow only 4-byte accesses (odd sizes, padded
     leading dimensions, offset pointers) are the tail plans' most common case. They keep their
-    row's FMA order and tile origins, which do not spill (rungs 25-30); the 8-byte class runs
-    on them too."""
+    row's FMA order and tile origins, which do not spill (rungs 25-30:
+    docs/history/tuning-ladder-4-runs-j-to-l.md and
+    docs/history/tuning-ladder-5-runs-m-to-p.md); the 8-byte class runs on them too."""
     return (cfg.align == 4 and (cfg.BM, cfg.BN) == (128, 128) and (cfg.TM, cfg.TN) == (8, 8)
             and not cfg.kq)
 
@@ -88,8 +91,9 @@ def _slice_key(cfg: TileConfig) -> tuple[str, int, int, int, int]:
 #: slice's k offset enters (``TileConfig.k_view``), the FMA order, and where the tile's origin
 #: enters (NT's and NN's rows take B's through a view since rungs 29 and 30; their slice
 #: kernels, measured in rung 28, do not; TN's takes both, in the swapped snaking order). Each
-#: was chosen by the static count of rung 25 under both nvJitLinks and timed (docs/tuning.md,
-#: rungs 28-30); the others spill or count higher under one of them.
+#: was chosen by the static count of rung 25 (docs/history/tuning-ladder-4-runs-j-to-l.md)
+#: under both nvJitLinks and timed (docs/history/tuning-ladder-5-runs-m-to-p.md, rungs 28-30);
+#: the others spill or count higher under one of them.
 SLICE_CHANGES: dict[tuple[str, int, int, int, int], dict[str, str]] = {
     ("NN", 128, 128, 8, 8): {"k_view": "a", "fma": "snake", "origin_view": ""},
     ("TN", 128, 128, 8, 8): {"fma": "snake_t", "origin_view": "ab"},

@@ -54,7 +54,7 @@ GRID_WAIT_MIN_CC: tuple[int, int] = (9, 0)
 
 
 class DeviceProperties(NamedTuple):
-    """What the dispatch heuristic reads of a device (from the driver, never from constants)."""
+    """What the dispatcher reads of a device (from the driver, never from constants)."""
 
     sm_count: int
     max_threads_per_sm: int
@@ -65,6 +65,12 @@ class DeviceProperties(NamedTuple):
     #: :data:`GRID_WAIT_MIN_CC` and its driver CUDA 12.3 or later (the first to capture such a
     #: launch into a graph).
     programmatic_launch: bool = False
+    #: The SM clock, the memory clock (kHz) and the memory bus width (bits), as the driver
+    #: reports them: what the cost model's defaults scale by on a device it has no
+    #: calibration for (:mod:`sgblas.dispatch.model`); 0 when unknown.
+    clock_khz: int = 0
+    memory_clock_khz: int = 0
+    memory_bus_bits: int = 0
 
 
 class _Driver:
@@ -87,7 +93,10 @@ class _Driver:
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR),
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR),
             a(device, _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
-            self.compute_capability(device) >= GRID_WAIT_MIN_CC and _driver.driver_version() >= 12030)
+            self.compute_capability(device) >= GRID_WAIT_MIN_CC and _driver.driver_version() >= 12030,
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+            a(device, _driver.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH))
 
     def current_device(self) -> int:
         ordinal = _driver.context_device()
@@ -120,8 +129,8 @@ class _Simulator:
         return SIMULATED_CC
 
     def device_properties(self, device: int) -> DeviceProperties:
-        # A small notional device, so that the heuristic's choices are exercised on the CPU.
-        return DeviceProperties(4, 2048, 32, 65536, 228 * 1024)
+        # A small notional device, so that the dispatcher's choices are exercised on the CPU.
+        return DeviceProperties(4, 2048, 32, 65536, 228 * 1024, False, 1_500_000, 1_000_000, 256)
 
     def current_device(self) -> int:
         return 0

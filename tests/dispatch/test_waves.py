@@ -199,8 +199,9 @@ def test_a_pinned_variant_runs_without_a_tail():
 
 
 def test_a_memoised_tail_plan_places_the_rectangle_by_each_calls_ldc(monkeypatch):
-    """The memo keys ldc mod 4 only: two calls with ldc 5000 and 5004 share a plan, and each
-    launch of the rectangle must reach C's element (4096, 4864) by its own call's ldc."""
+    """The memo keys ldc mod 32 only (what the chooser reads of it): two calls with ldc 5000 and
+    5032 share a plan, and each launch of the rectangle must reach C's element (4096, 4864) by
+    its own call's ldc."""
     from sgblas.dispatch import plan as planning
 
     launched = []
@@ -217,9 +218,9 @@ def test_a_memoised_tail_plan_places_the_rectangle_by_each_calls_ldc(monkeypatch
 
     h, c = Handle(), ALIGNED + 2**34
     plans = [planning.plan_for(h, "N", "N", 5000, 5000, 5000, True, ALIGNED, 5000, ALIGNED, 5000, c, ldc)
-             for ldc in (5000, 5004)]
+             for ldc in (5000, 5032)]
     assert plans[0] is plans[1] and plans[0].tail
-    for ldc in (5000, 5004):
+    for ldc in (5000, 5032):
         launched.clear()
         planning.execute(h, plans[0], 5000, 5000, 5000, 1.0, ALIGNED, 5000 * 5000, 5000, ALIGNED, 5000 * 5000,
                          5000, 0.5, c, 4999 * ldc + 5000, ldc)

@@ -1,0 +1,259 @@
+"""The candidate plans of a problem: every way the registry's legal variants can run it.
+
+A *candidate* is one variant with how it runs: a tile or packed variant in one launch, a
+split-K or skinny variant with a number of K slices, or a tile variant's *tail plan* (its
+whole waves, then the rest of C as sub-problems: :mod:`sgblas.dispatch.waves`). Each has a
+name, which is how a user runs it (``sgemm(..., candidate=NAME)``), a lab times it and
+``explain`` lists it:
+
+- ``VARIANT``: one launch of a tile, packed or general variant;
+- ``VARIANT/sS``: a split-K or skinny variant with K in ``S`` slices (a skinny ``/s1`` writes
+  C itself, with no workspace);
+- ``VARIANT/tail``: a tile variant over its whole waves, the rest of C chosen for as problems
+  of their own.
+
+Legality of a variant is its spec's ``can_implement``; legality of a candidate adds what its
+split needs (workspace, the grid's limits, slices no shorter than :data:`MIN_SPLIT_CHUNK`)
+and the accuracy policy: from :data:`ACCURACY_SPLIT_K` on, no float32 sum in the candidate may
+be longer than :data:`ACCURACY_CHUNK` (``docs/design.md``, "Split-K"), so that the error stays
+at or below cuBLAS's. That is a constraint on the candidates, not a ranking: which legal
+candidate should run is the cost model's business (:mod:`sgblas.dispatch.model`).
+
+The split counts tried are :data:`SPLIT_COUNTS` and the counts that fill whole waves of the
+device's resident slots exactly; only the counts that give distinct slices are kept.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterator, NamedTuple, Sequence
+
+from sgblas.dispatch import waves
+from sgblas.kernels import skinny, splitk
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.spec import KernelSpec
+from sgblas.runtime.device import DeviceProperties
+
+__all__ = ["Split", "Candidate", "SPLIT_COUNTS", "MIN_SPLIT_CHUNK", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
+           "ACCURACY_MIN_CHUNK", "MAX_SPLITS", "occupancy", "slots", "ctas", "granule", "split_of",
+           "split_counts", "split_refusal", "too_long", "enumerate_candidates", "longest_sum", "meets_accuracy", "parse_name", "is_backstop"]
+
+#: The least K a split-K slice keeps below :data:`ACCURACY_SPLIT_K`: a shorter slice costs its
+#: partial's traffic and the reduction for little work.
+MIN_SPLIT_CHUNK: int = 256
+#: From this K on, the accuracy policy holds: every float32 sum at most :data:`ACCURACY_CHUNK`
+#: long ...
+ACCURACY_SPLIT_K: int = 16384
+ACCURACY_CHUNK: int = 8192
+#: ... and slices may be as short as this (more partials, each sum shorter: the error of a split
+#: sum grows with the square roots of the slice length and of the number of partials).
+ACCURACY_MIN_CHUNK: int = 128
+#: The most partials one call writes.
+MAX_SPLITS: int = 128
+#: The split counts tried for every splitting variant, besides those that fill whole waves.
+SPLIT_COUNTS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+#: Whole waves of resident slots for which an exactly filling split count is tried.
+_WAVES_TRIED = 4
+
+
+class Split(NamedTuple):
+    """How a splitting variant runs a problem: ``splits`` CTAs along K per output tile, each
+    over ``k_chunk`` of K; ``splits == 1`` writes C directly (no workspace, one launch)."""
+
+    splits: int
+    k_chunk: int
+
+
+class Candidate(NamedTuple):
+    """One way to run a problem: ``spec`` with ``split`` (split-K and skinny variants) or as a
+    tail plan (``tail``: the prefix of its grid and the rectangles of C left)."""
+
+    spec: KernelSpec
+    split: Split | None = None
+    tail: waves.Tail | None = None
+
+    @property
+    def name(self) -> str:
+        if self.tail is not None:
+            return f"{self.spec.name}/tail"
+        if self.split is not None:
+            return f"{self.spec.name}/s{self.split.splits}"
+        return self.spec.name
+
+
+def is_backstop(spec: KernelSpec) -> bool:
+    """The general kernels: they accept every FP32 problem."""
+    return spec.backstop
+
+
+@functools.cache
+def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
+    """CTAs of ``spec`` one SM holds at once."""
+    threads = spec.block[0] * spec.block[1] * spec.block[2]
+    return max(1, min(spec.blocks_per_sm, props.max_threads_per_sm // threads, props.max_blocks_per_sm))
+
+
+def slots(spec: KernelSpec, props: DeviceProperties) -> int:
+    """CTAs of ``spec`` the whole GPU holds at once."""
+    return props.sm_count * occupancy(spec, props)
+
+
+def ctas(spec: KernelSpec, m: int, n: int) -> int:
+    """Output tiles of ``spec`` for an ``m`` x ``n`` C (one CTA each, per split)."""
+    if spec.role == "skinny":
+        return spec.grid(m, n, 0)[0]
+    bm, bn, _ = spec.tile
+    return -(-m // bm) * -(-n // bn)
+
+
+def granule(spec: KernelSpec) -> int:
+    """The K a split is a whole number of (a slice kernel's BK; a skinny kernel's shared piece)."""
+    return skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
+
+
+def split_of(spec: KernelSpec, k: int, splits: int) -> Split:
+    """``splits`` slices of K rounded up to ``spec``'s granule; then as many splits as that
+    needs, so none is empty."""
+    g = granule(spec)
+    chunk = -(-k // max(1, splits))
+    chunk = -(-chunk // g) * g
+    return Split(-(-k // chunk), chunk)
+
+
+def split_counts(spec: KernelSpec, m: int, n: int, props: DeviceProperties) -> list[int]:
+    """The split counts tried for ``spec``: :data:`SPLIT_COUNTS` and, for each of the first
+    whole waves of its resident slots, the count whose CTAs fill it exactly."""
+    tiles, n_slots = ctas(spec, m, n), slots(spec, props)
+    counts = set(SPLIT_COUNTS)
+    for w in range(1, _WAVES_TRIED + 1):
+        s = w * n_slots // tiles
+        if 1 <= s <= MAX_SPLITS:
+            counts.add(s)
+    return sorted(counts)
+
+
+def longest_sum(c: Candidate, k: int) -> int:
+    """The longest float32 sum ``c`` adds along K: its slice (the reduction adds the partials
+    in short chains: :func:`sgblas.kernels.reduce.order`), else all of K."""
+    return c.split.k_chunk if c.split is not None else k
+
+
+def meets_accuracy(c: Candidate, k: int) -> bool:
+    """Whether ``c`` keeps the accuracy policy: below :data:`ACCURACY_SPLIT_K` every candidate
+    does; from it on, no sum longer than :data:`ACCURACY_CHUNK`."""
+    return k < ACCURACY_SPLIT_K or longest_sum(c, k) <= ACCURACY_CHUNK
+
+
+def _limits(spec: KernelSpec, p: GemmProblem, workspace_bytes: int) -> tuple[int, int, int]:
+    """``(least splits, least slice, most splits)`` of ``spec`` (split-K or skinny) for ``p``."""
+    per = splitk.partial_bytes(p.m, p.n)
+    by_workspace = workspace_bytes // per if per else MAX_SPLITS
+    if spec.role == "skinny":
+        return 1, granule(spec), min(MAX_SPLITS, by_workspace, 65535)
+    shortest = ACCURACY_MIN_CHUNK if p.k >= ACCURACY_SPLIT_K else MIN_SPLIT_CHUNK
+    return splitk.MIN_PARTIALS, shortest, min(MAX_SPLITS, by_workspace, 65535)
+
+
+def split_refusal(spec: KernelSpec, split: Split, p: GemmProblem, workspace_bytes: int) -> str | None:
+    """None when ``spec`` may run ``p`` with ``split``, else the sentence saying why not."""
+    lo, shortest, most = _limits(spec, p, workspace_bytes)
+    if split.splits < lo:
+        return f"{spec.name} writes at least {lo} partials; {split.splits} slice is not a split"
+    if split.splits > 1 and split.k_chunk < shortest:
+        return (f"slices of {split.k_chunk} of k={p.k} are shorter than {shortest}, the least slice "
+                f"{'from' if p.k >= ACCURACY_SPLIT_K else 'below'} k={ACCURACY_SPLIT_K}")
+    if split.splits > 1 and split.splits > most:
+        if split.splits > MAX_SPLITS:
+            return f"{split.splits} slices are more than {MAX_SPLITS}, the most partials one call writes"
+        return (f"{split.splits} partials need {splitk.workspace_bytes(p.m, p.n, split.splits)} bytes of workspace "
+                f"and the handle has {workspace_bytes}")
+    return None
+
+
+def _splits(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int) -> Iterator[Split]:
+    """The distinct splits ``spec`` (split-K or skinny) may run ``p`` with: those of
+    :func:`split_counts` that :func:`split_refusal` accepts (its checks, inlined: this runs for
+    every split count of every splitting variant when a shape is first planned)."""
+    lo, shortest, most = _limits(spec, p, workspace_bytes)
+    g, k = granule(spec), p.k
+    seen = set()
+    for s in split_counts(spec, p.m, p.n, props):
+        chunk = -(-k // s)
+        chunk = -(-chunk // g) * g
+        splits = -(-k // chunk)
+        if splits in seen or splits < lo or (splits > 1 and (chunk < shortest or splits > most)):
+            continue
+        seen.add(splits)
+        yield Split(splits, chunk)
+
+
+def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
+                         workspace_bytes: int, rectangle: bool = False) -> tuple[list[Candidate], list[tuple[str, str]]]:
+    """``(candidates, passed)``: every candidate of the variants in ``legal`` (each of which
+    :meth:`KernelSpec.can_implement` accepted for ``p``) that the handle's workspace, the
+    grid's limits and the accuracy policy allow; and for each variant with none, ``(name,
+    reason)``. ``rectangle``: ``p`` is a tail plan's rectangle (less than a wave: no tail plan
+    of its own).
+
+    When no candidate keeps the accuracy policy (a workspace too small for the partials), the
+    others stay: the call still runs, and ``explain`` says why its sums are long.
+    """
+    out: list[Candidate] = []
+    passed: list[tuple[str, str]] = []
+    for spec in legal:
+        need = spec.workspace(p.m, p.n, p.k)
+        found = 0
+        if spec.role in ("splitk", "skinny"):
+            for split in _splits(spec, p, props, workspace_bytes):
+                out.append(Candidate(spec, split))
+                found += 1
+            if not found:
+                passed.append((spec.name, _no_split(spec, p, workspace_bytes)))
+            continue
+        if need > workspace_bytes:
+            passed.append((spec.name, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}"))
+            continue
+        out.append(Candidate(spec))
+        if not rectangle and spec.role == "gemm" and not spec.backstop and spec.config is not None:
+            n_slots = slots(spec, props)
+            tail = waves.tail_of(p.m, p.n, spec.tile[0], spec.tile[1], spec.config.group_m, n_slots)
+            # The cut falls back to a column of its group; the rest must still be less than a wave.
+            if tail is not None and ctas(spec, p.m, p.n) - tail.ctas < n_slots:
+                out.append(Candidate(spec, None, tail))
+    if p.k >= ACCURACY_SPLIT_K:
+        kept = [c for c in out if meets_accuracy(c, p.k)]
+        if kept:
+            for c in out:
+                if not meets_accuracy(c, p.k) and all(c.spec is not d.spec for d in kept) \
+                        and all(c.spec.name != name for name, _ in passed):
+                    passed.append((c.spec.name, too_long(c, p.k)))
+            out = kept
+    return out, passed
+
+
+def too_long(c: Candidate, k: int) -> str:
+    return (f"it would add {longest_sum(c, k)} products in one float32 sum, and from k={ACCURACY_SPLIT_K} on "
+            f"no sum may be longer than {ACCURACY_CHUNK} (error no worse than cuBLAS's)")
+
+
+def _no_split(spec: KernelSpec, p: GemmProblem, workspace_bytes: int) -> str:
+    if spec.role == "splitk" and p.k // MIN_SPLIT_CHUNK < splitk.MIN_PARTIALS and p.k < ACCURACY_SPLIT_K:
+        return (f"k={p.k} is too short to split: each of {splitk.MIN_PARTIALS} slices would keep less than "
+                f"{MIN_SPLIT_CHUNK} of it")
+    need = splitk.workspace_bytes(p.m, p.n, splitk.MIN_PARTIALS)
+    return f"it needs {need} bytes of workspace for two partials and the handle has {workspace_bytes}"
+
+
+def parse_name(name: str) -> tuple[str, int | None, bool]:
+    """``(variant name, splits or None, tail)`` of a candidate name; raises ValueError with a
+    sentence when the name is not of the form ``VARIANT``, ``VARIANT/sS`` or ``VARIANT/tail``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"candidate={name!r} is not a candidate name (VARIANT, VARIANT/sS or VARIANT/tail)")
+    variant, sep, suffix = name.partition("/")
+    if not sep:
+        return variant, None, False
+    if suffix == "tail":
+        return variant, None, True
+    if suffix.startswith("s") and suffix[1:].isdigit() and int(suffix[1:]) >= 1:
+        return variant, int(suffix[1:]), False
+    raise ValueError(f"candidate={name!r}: {suffix!r} is neither 'sS' (a split count, S >= 1) nor 'tail'")

@@ -1,0 +1,305 @@
+"""The cost model: a candidate's predicted time on a device, from its variant's rates.
+
+A candidate (:mod:`sgblas.dispatch.candidates`) is one to four launches on the handle's
+stream. Each launch of a variant is predicted from eight rates of that variant
+(:class:`Rates`) and the device's SM count and occupancy:
+
+- **compute**: the busiest SM's CTAs, ``ceil(ctas / SMs)``, run in rounds of the variant's
+  occupancy; a full round at ``flops`` (one SM full of its CTAs), a last partial round of
+  ``r`` CTAs at ``min(1, r * lone)`` of it; each round adds ``cta_s`` (prologue, epilogue);
+- **memory**: the A and B tile bytes all CTAs load, at ``bandwidth``;
+- **C**: the bytes of C (or of the partials) written, at ``c_bandwidth``, times
+  ``c_unaligned`` when C's columns do not start on 128-byte lines; the last round's stores
+  overlap nothing, so ``1 / rounds`` of that time is added;
+- a launch takes ``start_s`` plus the largest of the three, with compute and memory times
+  ``slow_ld`` when a k-major operand's leading dimension is of the kind where the copies of
+  that layout run slowly (a multiple of 32 floats, or within one of a power of two);
+- each launch also costs the device's ``launch_s``: the gap between back-to-back kernels.
+
+A split-K candidate adds the reduction's launch (the partials read, C read and written); a
+packed one the two copies; a tail plan the rectangles' own choices. The rates come from
+``calibration.json``, fitted by ``python -m perf.calibrate`` to times measured on one kind of
+device and keyed by compute capability and SM count (``sm_90/132``). On a device without an
+entry, the rates are the defaults of :func:`default_rates`, scaled by its SM clock and memory
+bandwidth; sgblas says so once (logging, WARNING) and the dispatcher keeps its earlier rules
+(``docs/design.md``, "The cost model").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from sgblas.dispatch.candidates import Candidate, occupancy
+from sgblas.kernels import pack as _pack
+from sgblas.kernels import packed as _packed
+from sgblas.kernels import reduce as _reduce
+from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.spec import KernelSpec
+from sgblas.runtime.device import DeviceProperties
+
+__all__ = ["Rates", "Calibration", "RATE_FIELDS", "CALIBRATION_FILE", "device_key", "calibration_for",
+           "default_rates", "layout_flags", "SLOW_LD", "C_UNALIGNED", "predict", "launch_seconds",
+           "load_calibrations", "Floor"]
+
+log = logging.getLogger("sgblas")
+
+#: The calibration file shipped with the package: ``{"format": 1, "devices": {KEY: entry}}``.
+CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+
+
+class Rates(NamedTuple):
+    """A variant's eight parameters (see the module's docstring)."""
+
+    flops: float        #: FLOP/s of one SM full of the variant's CTAs, in the steady state
+    lone: float         #: the share of ``flops`` one CTA reaches alone on an SM
+    cta_s: float        #: seconds each round of CTAs adds
+    bandwidth: float    #: bytes/s of A and B tiles loaded, the whole GPU
+    slow_ld: float      #: time factor at a slow k-major leading dimension
+    c_bandwidth: float  #: bytes/s of C or partials written, the whole GPU
+    c_unaligned: float  #: factor on C's time when C's columns are not on 128-byte lines
+    start_s: float      #: seconds a launch takes beyond the stream's launch gap
+
+
+RATE_FIELDS: tuple[str, ...] = Rates._fields
+
+#: Layout flags of a problem (:func:`layout_flags`).
+SLOW_LD = 1
+C_UNALIGNED = 2
+
+
+class Calibration(NamedTuple):
+    """The rates of one kind of device: ``launch_s``, and each variant's :class:`Rates` by name.
+    ``calibrated``: fitted to measurements (False: the defaults of :func:`default_rates`)."""
+
+    key: str
+    launch_s: float
+    rates: dict[str, Rates]
+    calibrated: bool
+    source: dict[str, Any]
+
+
+def device_key(cc: tuple[int, int], props: DeviceProperties) -> str:
+    """The calibration key of a device: ``sm_90/132`` for compute capability 9.0 with 132 SMs."""
+    return f"sm_{cc[0]}{cc[1]}/{props.sm_count}"
+
+
+@functools.cache
+def load_calibrations(path: str = str(CALIBRATION_FILE)) -> dict[str, dict]:
+    """The calibration file's entries by device key ({} when there is none)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    if data.get("format") != 1:
+        raise ValueError(f"{path} has format {data.get('format')!r}; this sgblas reads format 1")
+    return dict(data["devices"])
+
+
+#: FP32 FMA lanes per SM by compute capability: what the defaults scale the clock by.
+_FMA_LANES = {(7, 0): 64, (7, 5): 64, (8, 0): 64}
+
+
+def _peak_sm_flops(cc: tuple[int, int], props: DeviceProperties) -> float:
+    clock = (props.clock_khz or 1_500_000) * 1e3
+    return 2.0 * _FMA_LANES.get(tuple(cc), 128) * clock
+
+
+def _dram_bandwidth(props: DeviceProperties) -> float:
+    if props.memory_clock_khz and props.memory_bus_bits:
+        return 2.0 * props.memory_clock_khz * 1e3 * props.memory_bus_bits / 8
+    return 1e12
+
+
+def default_rates(spec: KernelSpec, cc: tuple[int, int], props: DeviceProperties) -> Rates:
+    """Rates for ``spec`` on a device with no calibration: shares of the device's FMA peak and
+    memory bandwidth by kind of kernel. These are a prior, not a measurement: the calibrated
+    rates replace them, and the fit starts from them."""
+    peak, dram = _peak_sm_flops(cc, props), _dram_bandwidth(props)
+    occ = occupancy(spec, props)
+    if spec.role in ("reduce", "pack", "scale"):
+        return Rates(peak, 1.0, 0.0, 0.8 * dram, 1.0, 0.8 * dram, 1.3, 2e-6)
+    if spec.backstop:
+        share = 0.35
+    elif spec.role == "skinny":
+        share = 0.5
+    else:
+        share = 0.78 if spec.tile[0] * spec.tile[1] >= 128 * 128 else 0.7
+        share *= 0.95 if spec.align == 4 else 1.0
+    return Rates(share * peak, min(1.0, 1.5 / occ), 1e-6, (0.8 if spec.role == "skinny" else 3.0) * dram,
+                 1.0, 0.8 * dram, 1.3, 2e-6)
+
+
+@functools.cache
+def _calibration(key: str, cc: tuple[int, int], props: DeviceProperties) -> Calibration:
+    entry = load_calibrations().get(key)
+    from sgblas.kernels import spec as registry
+
+    defaults = {s.name: default_rates(s, cc, props) for s in registry.REGISTRY}
+    if entry is None:
+        return Calibration(key, 3e-6, defaults, False, {})
+    rates = dict(defaults)
+    for name, values in entry["rates"].items():
+        if name in rates:  # a row since removed from the registry is ignored
+            rates[name] = Rates(*values)
+    return Calibration(key, float(entry["launch_s"]), rates, True, dict(entry.get("source", {})))
+
+
+_WARNED: set[str] = set()
+
+
+def calibration_for(cc: tuple[int, int], props: DeviceProperties, warn: bool = True) -> Calibration:
+    """The rates of the device with compute capability ``cc`` and properties ``props``: its
+    calibration, or the defaults; ``warn``: say once per kind of device (logging, WARNING)
+    that its predictions use the defaults."""
+    key = device_key(cc, props)
+    cal = _calibration(key, tuple(cc), props)
+    if warn and not cal.calibrated and key not in _WARNED and tuple(cc) != (0, 0):
+        _WARNED.add(key)
+        log.warning("sgblas has no cost-model calibration for %s: predicted times use default rates "
+                    "scaled by the device's clock and memory bandwidth, and kernels are chosen by the "
+                    "earlier rules ('python -m perf.calibrate' measures this device)", key)
+    return cal
+
+
+def _slow_ld(ld: int) -> bool:
+    return ld % 32 == 0 or (ld > 1 and ((ld - 1) & (ld - 2) == 0 or (ld + 1) & ld == 0))
+
+
+def layout_flags(p: GemmProblem) -> int:
+    """:data:`SLOW_LD` when a k-major operand's (A in T, B in N) leading dimension is a
+    multiple of 32 or within one of a power of two; :data:`C_UNALIGNED` when C's columns do
+    not all start on 128-byte lines."""
+    flags = 0
+    if (p.transa == "T" and _slow_ld(p.lda)) or (p.transb == "N" and _slow_ld(p.ldb)):
+        flags |= SLOW_LD
+    if p.c_ptr % 128 or p.ldc % 32:
+        flags |= C_UNALIGNED
+    return flags
+
+
+def launch_seconds(r: Rates, sm_count: int, occ: int, n_ctas: int, cta_flops: float, ab_bytes: float,
+                   c_bytes: float, flags: int) -> float:
+    """One launch of a kernel with rates ``r``: ``n_ctas`` CTAs of ``cta_flops`` each,
+    ``ab_bytes`` of A and B loaded and ``c_bytes`` of output written, on ``sm_count`` SMs
+    holding ``occ`` of its CTAs each (the stream's launch gap not included)."""
+    per_sm = -(-n_ctas // sm_count)
+    full, rem = divmod(per_sm, occ)
+    compute = full * occ * cta_flops / r.flops
+    if rem:
+        share = rem * r.lone
+        compute += rem * cta_flops / (r.flops * (share if share < 1.0 else 1.0))
+    rounds = full + (1 if rem else 0)
+    compute += rounds * r.cta_s
+    memory = ab_bytes / r.bandwidth
+    if flags & SLOW_LD:
+        compute *= r.slow_ld
+        memory *= r.slow_ld
+    c = c_bytes / r.c_bandwidth
+    if flags & C_UNALIGNED:
+        c *= r.c_unaligned
+    body = compute if compute > memory else memory
+    if c > body:
+        body = c
+    return r.start_s + body + c / rounds
+
+
+def _tile_launch(cal: Calibration, spec: KernelSpec, props: DeviceProperties, m: int, n: int, kc: int,
+                 splits: int, flags: int, out_bytes: float) -> float:
+    bm, bn, _ = spec.tile
+    tiles = -(-m // bm) * -(-n // bn)
+    n_ctas = tiles * splits
+    return cal.launch_s + launch_seconds(cal.rates[spec.name], props.sm_count, occupancy(spec, props), n_ctas,
+                                         2.0 * bm * bn * kc, 4.0 * n_ctas * (bm + bn) * kc, out_bytes, flags)
+
+
+def _reduce_seconds(cal: Calibration, props: DeviceProperties, m: int, n: int, splits: int, flags: int) -> float:
+    from sgblas.kernels import spec as registry
+
+    red = registry.by_name(_reduce.NAME)
+    ldw = _reduce.padded_rows(m)
+    return cal.launch_s + launch_seconds(cal.rates[red.name], props.sm_count, occupancy(red, props),
+                                         red.grid(m, n, 0)[0], 0.0, 4.0 * splits * ldw * n, 8.0 * m * n, flags)
+
+
+def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibration,
+            rectangle_seconds: Callable[[tuple[int, int, int, int]], float] | None = None,
+            flags: int | None = None) -> float:
+    """Predicted seconds of candidate ``c`` for ``p`` (launch gaps included).
+
+    A tail plan's rectangles are timed by ``rectangle_seconds`` (their own choice's predicted
+    time, which the dispatcher supplies); without it a tail plan's prediction counts only its
+    whole waves and the rectangles' launch gaps: a lower bound. ``flags``: ``p``'s
+    :func:`layout_flags`, when the caller has them.
+    """
+    spec, split, tail = c
+    if flags is None:
+        flags = layout_flags(p)
+    m, n, k = p.m, p.n, p.k
+    if spec.role == "skinny":
+        cfg = spec.config
+        s = split.splits
+        tiles = spec.grid(m, n, 0)[0]
+        small, large = (m, n) if cfg.small == "m" else (n, m)
+        t = cal.launch_s + launch_seconds(cal.rates[spec.name], props.sm_count, occupancy(spec, props),
+                                          tiles * s, 2.0 * m * n * split.k_chunk / tiles,
+                                          4.0 * k * (large + tiles * small),
+                                          4.0 * m * n * s if s > 1 else 4.0 * m * n, flags & ~SLOW_LD)
+        return t + (_reduce_seconds(cal, props, m, n, s, flags) if s > 1 else 0.0)
+    if spec.role == "splitk":
+        s = split.splits
+        t = _tile_launch(cal, spec, props, m, n, split.k_chunk, s, flags & ~C_UNALIGNED,
+                         4.0 * s * _reduce.padded_rows(m) * n)
+        return t + _reduce_seconds(cal, props, m, n, s, flags)
+    if spec.role == "packed":
+        from sgblas.kernels import spec as registry
+
+        pk = registry.by_name(_pack.NAME)
+        t = 0.0
+        for rows, cols, _ in _packed.copies(spec.pair, m, n, k):
+            t += cal.launch_s + launch_seconds(cal.rates[pk.name], props.sm_count, occupancy(pk, props),
+                                               pk.grid(rows, cols, 0)[0], 0.0, 4.0 * rows * cols,
+                                               4.0 * rows * cols, 0)
+        return t + _tile_launch(cal, spec, props, m, n, k, 1, flags & ~SLOW_LD, 4.0 * m * n)
+    if tail is not None:
+        bm, bn, _ = spec.tile
+        r = cal.rates[spec.name]
+        t = cal.launch_s + launch_seconds(r, props.sm_count, occupancy(spec, props), tail.ctas, 2.0 * bm * bn * k,
+                                          4.0 * tail.ctas * (bm + bn) * k, 4.0 * tail.ctas * bm * bn, flags)
+        for rect in tail.rects:
+            t += rectangle_seconds(rect) if rectangle_seconds is not None else cal.launch_s
+        return t
+    return _tile_launch(cal, spec, props, m, n, k, 1, flags, 4.0 * m * n)
+
+
+class Floor:
+    """Lower bounds of the candidates of one problem, cheaper than their predictions: what the
+    dispatcher prunes with when planning a call (a candidate whose bound is no better than the
+    best prediction so far cannot be chosen)."""
+
+    def __init__(self, p: GemmProblem, props: DeviceProperties, cal: Calibration, cands: list) -> None:
+        self.p, self.props, self.cal = p, props, cal
+        self.fastest = max(cal.rates[c.spec.name].flops for c in cands)
+        self.reduce: dict[int, float] = {}
+
+    def _work(self, m: int, n: int, k: int, flops: float) -> float:
+        return 2.0 * m * n * k / (self.props.sm_count * flops)
+
+    def lower_bound(self, c: Candidate) -> float:
+        """At most :func:`predict`'s time of ``c``: its work at its variant's full rate on every
+        SM, its launch gaps, and for a split its reduction (exact); for a tail plan, its whole
+        waves (exact) and each rectangle's work at the fastest variant's rate."""
+        p, cal = self.p, self.cal
+        if c.tail is not None:
+            t = predict(c, p, self.props, cal, lambda rect: 0.0)
+            return t + sum(cal.launch_s + self._work(rows, cols, p.k, self.fastest) for _, _, rows, cols in c.tail.rects)
+        t = cal.launch_s + self._work(p.m, p.n, p.k, cal.rates[c.spec.name].flops)
+        s = c.split.splits if c.split is not None else 1
+        if s > 1:
+            if s not in self.reduce:
+                self.reduce[s] = _reduce_seconds(cal, self.props, p.m, p.n, s, layout_flags(p))
+            t += self.reduce[s]
+        return t

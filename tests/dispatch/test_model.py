@@ -1,0 +1,151 @@
+"""The cost model and the choice by predicted time (no GPU, no kernel run).
+
+The rates here are made up (the defaults, one variant made faster): these tests check the
+model's arithmetic and the dispatcher's argmin, pruning and naming, not the H200's figures,
+which ``python -m perf.calibrate`` measures and ``python -m perf.regret`` judges.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+
+import pytest
+
+from sgblas.dispatch import candidates as cand
+from sgblas.dispatch import model, plan
+from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY
+from sgblas.runtime.device import DeviceProperties
+
+from helpers import ALIGNED, WORKSPACE, problem
+
+H200 = DeviceProperties(132, 2048, 32, 65536, 233472, True, 1_980_000, 2_619_000, 6144)
+CC = (9, 0)
+
+
+def _rates(faster: str | None = None, factor: float = 3.0) -> dict[str, list[float]]:
+    rates = {s.name: list(model.default_rates(s, CC, H200)) for s in REGISTRY}
+    if faster is not None:
+        rates[faster][0] *= factor  # flops
+        rates[faster][3] *= factor  # bandwidth
+    return rates
+
+
+@pytest.fixture
+def calibrated(monkeypatch, tmp_path):
+    """Install a calibration file for the H200's key; returns a function that writes one."""
+
+    def install(rates: dict[str, list[float]], launch_s: float = 3e-6) -> None:
+        path = tmp_path / "calibration.json"
+        path.write_text(json.dumps({"format": 1, "devices": {
+            "sm_90/132": {"launch_s": launch_s, "rates": rates, "source": {"note": "synthetic"}}}}))
+        monkeypatch.setattr(model, "load_calibrations", lambda: model.__dict__["_read"](str(path)))
+        model._calibration.cache_clear()
+
+    monkeypatch.setitem(model.__dict__, "_read", model.load_calibrations.__wrapped__)
+    yield install
+    model._calibration.cache_clear()
+
+
+def _random_problems(count: int, seed: int):
+    rng = random.Random(seed)
+    for _ in range(count):
+        m, n, k = (max(1, int(10 ** rng.uniform(0, 4.2))) for _ in range(3))
+        ta, tb = rng.choice("NT"), rng.choice("NT")
+        offset, pad = rng.choice([(0, 0), (4, 0), (0, 1), (0, 32)])
+        yield problem(ta=ta, tb=tb, m=m, n=n, k=k, a=ALIGNED + offset, c=ALIGNED + 2**33 + offset,
+                      lda=(m if ta == "N" else k) + pad, ldb=(k if tb == "N" else n) + pad, ldc=m + pad)
+
+
+def test_an_uncalibrated_device_keeps_the_rules_and_explain_says_so_once(caplog):
+    model._WARNED.discard("sm_90/132")
+    p = problem(m=1000, n=1000, k=1000)
+    with caplog.at_level(logging.WARNING, logger="sgblas"):
+        quick = plan.choose(p, H200, WORKSPACE, quick=True)
+        assert not caplog.records  # a call's path says nothing
+        full = plan.choose(p, H200, WORKSPACE)
+        plan.choose(p, H200, WORKSPACE)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "sgblas has no cost-model calibration for sm_90/132"]
+    assert (quick.spec, quick.split) == (full.spec, full.split)
+    assert full.candidate in {name for name, _ in full.ranking} and full.predicted_s > 0
+
+
+def test_the_choice_is_the_candidate_of_least_predicted_time(calibrated):
+    faster = "sgemm_simt_nn_128x64x16_2s_a16"
+    calibrated(_rates(faster))
+    c = plan.choose(problem(m=4096, n=4096, k=4096), H200, WORKSPACE)
+    assert c.spec.name == faster and c.candidate.startswith(faster)
+    assert c.ranking[0] == (c.candidate, c.predicted_s)
+    assert [t for _, t in c.ranking] == sorted(t for _, t in c.ranking)
+    assert all("predicted" in why for name, why in c.passed_over if name.startswith("sgemm_simt_nn"))
+
+
+def test_quick_and_full_choices_agree_and_the_bounds_hold(calibrated):
+    """Pruning by lower bounds on a call's path must not change the choice."""
+    calibrated(_rates())
+    cal = model.calibration_for(CC, H200)
+    assert cal.calibrated
+    for p in _random_problems(120, seed=7):
+        full, quick = plan.choose(p, H200, WORKSPACE), plan.choose(p, H200, WORKSPACE, quick=True)
+        assert (quick.candidate, quick.split) == (full.candidate, full.split), p
+        assert quick.predicted_s == pytest.approx(full.predicted_s)
+        legal = [s for s in GEMM_KERNELS if s.pair == (p.transa, p.transb) and s.can_implement(p) is None]
+        found, _ = cand.enumerate_candidates(legal, p, H200, WORKSPACE)
+        floor = model.Floor(p, H200, cal, found)
+        timed = dict(full.ranking)
+        for c in found:
+            assert floor.lower_bound(c) <= timed[c.name] * (1 + 1e-12), (p, c.name)
+
+
+def test_every_launch_costs_its_gap_and_more_k_costs_more(calibrated):
+    calibrated(_rates(), launch_s=5e-6)
+    cal = model.calibration_for(CC, H200)
+    tile = next(s for s in GEMM_KERNELS if s.role == "gemm" and s.pair == ("N", "N") and s.align == 16)
+    split = next(s for s in GEMM_KERNELS if s.role == "splitk" and s.pair == ("N", "N"))
+    for k in (16, 256, 4096):
+        p, longer = problem(m=512, n=512, k=k), problem(m=512, n=512, k=2 * k)
+        one = model.predict(cand.Candidate(tile), p, H200, cal)
+        assert 5e-6 < one < model.predict(cand.Candidate(tile), longer, H200, cal)
+    s2 = model.predict(cand.Candidate(split, cand.Split(2, 2048)), problem(m=512, n=512, k=4096), H200, cal)
+    assert s2 > 2 * 5e-6
+
+
+@pytest.mark.parametrize("ta,tb,lda,ldb,c,ldc,flags", [
+    ("N", "N", 1000, 1000, 0, 1000, model.C_UNALIGNED),     # ldc not a multiple of 32
+    ("N", "N", 1000, 4096, 0, 4096, model.SLOW_LD),         # B k-major at a power of two
+    ("N", "T", 4096, 4096, 0, 4096, 0),                     # no k-major operand
+    ("T", "N", 4095, 1001, 64, 4096, model.SLOW_LD | model.C_UNALIGNED),
+    ("T", "T", 1001, 4096, 0, 1024, 0),
+])
+def test_layout_flags(ta, tb, lda, ldb, c, ldc, flags):
+    p = problem(ta=ta, tb=tb, m=1000, n=1000, k=1000, lda=lda, ldb=ldb, ldc=ldc, c=ALIGNED + c)
+    assert model.layout_flags(p) == flags
+
+
+def test_a_calibration_is_keyed_by_compute_capability_and_sm_count(calibrated):
+    rates = _rates()
+    rates["no_longer_in_the_registry"] = [1.0] * 8
+    calibrated(rates)
+    assert model.calibration_for(CC, H200).calibrated
+    assert not model.calibration_for(CC, H200._replace(sm_count=114), warn=False).calibrated
+    assert not model.calibration_for((8, 0), H200, warn=False).calibrated
+    assert "no_longer_in_the_registry" not in model.calibration_for(CC, H200).rates
+
+
+def test_an_unknown_calibration_format_is_refused(tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"format": 2, "devices": {}}))
+    with pytest.raises(ValueError, match="format 2"):
+        model.load_calibrations.__wrapped__(str(path))
+    assert model.load_calibrations.__wrapped__(str(tmp_path / "absent.json")) == {}
+
+
+def test_by_the_model_every_other_variant_gets_a_sentence(calibrated):
+    calibrated(_rates())
+    for p in _random_problems(40, seed=11):
+        c = plan.choose(p, H200, WORKSPACE)
+        named = [name for name, _ in c.refused + c.passed_over]
+        assert sorted(named) == sorted(s.name for s in GEMM_KERNELS if s is not c.spec), p
+        assert all(isinstance(r, str) and len(r) > 20 for _, r in c.refused + c.passed_over)
