@@ -43,9 +43,13 @@ from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["Rates", "Calibration", "RATE_FIELDS", "CALIBRATION_FILE", "device_key", "calibration_for",
            "default_rates", "layout_flags", "SLOW_LD", "C_UNALIGNED", "predict", "launch_seconds",
-           "load_calibrations", "Floor"]
+           "load_calibrations", "Floor", "DEFAULT_LAUNCH_S"]
 
 log = logging.getLogger("sgblas")
+
+#: The launch gap of a device without a calibration (seconds): back-to-back kernels on one
+#: stream start about this far apart on recent GPUs.
+DEFAULT_LAUNCH_S: float = 3e-6
 
 #: The calibration file shipped with the package: ``{"format": 1, "devices": {KEY: entry}}``.
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
@@ -140,7 +144,7 @@ def _calibration(key: str, cc: tuple[int, int], props: DeviceProperties) -> Cali
 
     defaults = {s.name: default_rates(s, cc, props) for s in registry.REGISTRY}
     if entry is None:
-        return Calibration(key, 3e-6, defaults, False, {})
+        return Calibration(key, DEFAULT_LAUNCH_S, defaults, False, {})
     rates = dict(defaults)
     for name, values in entry["rates"].items():
         if name in rates:  # a row since removed from the registry is ignored

@@ -155,10 +155,14 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     choice = _by_rules(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle)
     if quick or choice.spec is None:
         return choice
-    ranking = _ranking(legal, p, props, workspace_bytes, rectangle, cal)
     mine = _candidate_of(choice)
-    return choice._replace(candidate=mine.name, predicted_s=_predict_choice(choice, p, props, cal),
-                           ranking=ranking)
+    predicted = _predict_choice(choice, p, props, cal)
+    ranking = _ranking(legal, p, props, workspace_bytes, rectangle, cal)
+    if all(name != mine.name for name, _ in ranking):
+        # The rules may split into a count the candidates do not try, or break the accuracy
+        # policy; what runs is listed all the same.
+        ranking = tuple(sorted(ranking + ((mine.name, predicted),), key=lambda item: item[1]))
+    return choice._replace(candidate=mine.name, predicted_s=predicted, ranking=ranking)
 
 
 def _candidate_of(choice: Choice) -> _cand.Candidate:

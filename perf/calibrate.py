@@ -1,0 +1,637 @@
+"""Fit the cost model's rates (``sgblas.dispatch.model``) to measured times of every candidate.
+
+Usage (from the repository root; both forms work)::
+
+    python -m perf.calibrate                   # measure the calibration set on this GPU, fit, write
+    python -m perf.calibrate --list            # print the calibration set and exit (no GPU needed)
+    python -m perf.calibrate --from sweep_A.json --from sweep_B.json   # fit earlier rows (no GPU)
+    python -m perf.calibrate --shard 1/3 --no-write                    # measure a third, fit nothing yet
+
+The calibration set: ``perf.bench``'s default shapes (square 1024 to 16384 and its five
+rectangles), each in all four transpose pairs with the leading-dimension class turning over
+the pairs, then ``--random`` (200) random shapes from ``--seed`` (20261204, printed): m, n, k
+log-uniform over 1..20000 with at most 2**37 FLOPs, every pair and ld class (tight, odd,
+padded, offset) in equal shares; then ``--skinny`` (128) shapes drawn alike from ``--seed`` + 1
+but with m or n log-uniform over 1..16, padded or tight, each pair and small side in turn (the
+skinny variants need a small side and 16-byte leading dimensions, which the shapes before give
+them few of; ``--skinny 0`` leaves them out). Each case is swept as ``python -m perf.sweep``
+does it (every legal candidate timed by name, L2-cold, CUDA events, the median).
+
+The fit: every row of a candidate that ran and passed its check is rebuilt as the
+``GemmProblem`` it timed (the device's compute capability and properties from the sweep, the
+pointers' low bits from the row) and the ``Candidate`` sgblas finds for its name, and is
+predicted by ``sgblas.dispatch.model.predict`` with a ``Calibration`` built here. A row
+depends on its variant's eight rates, on the reduction kernel's when it splits K in two or more
+slices, on the pack kernel's when its variant is packed, and on the device's ``launch_s``.
+Tail plans (``VARIANT/tail``) are left out: their rectangles are the dispatcher's choice, so
+their times say little about one variant's rates. The loss is the sum over rows of the squared
+log ratio of predicted to measured time, plus a weak prior (``--prior``) pulling each rate's
+logarithm toward ``default_rates``, which decides the rates few rows constrain. It is minimised
+by block-coordinate descent: ``launch_s`` alone, then one variant's eight rates at a time with
+the rest fixed (most rows first), by a Nelder-Mead search on the logarithms of the rates
+within bounds (every rate positive; ``lone`` in (0, 1]; ``slow_ld`` and ``c_unaligned`` in
+[0.5, 4]), for ``--passes`` (6) passes, each but the first followed by a pattern move of all
+parameters along the pass's step (blocks that share rows, such as a split-K variant and the
+reduction, otherwise zig-zag). ``launch_s`` and a variant's ``start_s`` add alike to each of
+its launches; only candidates of several launches tell them apart, so their split leans on the
+prior more than the predictions do. The tool prints
+each variant's row count and median absolute log error before (default rates) and after. On
+about 2000 rows made from perturbed default rates with 3% noise, the fit takes about 30 s and
+lands at the noise; 4000 rows, about a minute.
+
+Writes the entry ``{"launch_s", "rates": {variant: [8 floats in RATE_FIELDS order]}, "source":
+{date, commit, device, rows, seed, median_abs_error}}`` under the device's key (``sm_90/132``)
+into ``{"format": 1, "devices": {...}}`` at ``--write`` (default: the package's
+``sgblas/dispatch/calibration.json``), keeping the file's other devices; and
+``perf/results/calibrate_<UTC date-time>_<device>.json`` with the sweep's rows and the fit's
+report. Exit status: 0 when the fit was written (or ``--no-write``), 1 when a case failed or
+errored (the fit is still written from the rows that ran), 2 on a usage or setup error or when
+no row could be fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+if __package__ in (None, ""):  # run as `python perf/calibrate.py`: make `perf` and `sgblas` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from perf import bench, environment, results_io, sweep  # noqa: E402
+from sgblas.dispatch import model  # noqa: E402 - imports no GPU and no Numba
+
+__all__ = [
+    "DEFAULT_SEED",
+    "DEFAULT_RANDOM",
+    "DEFAULT_SKINNY",
+    "DEFAULT_LAUNCH_S",
+    "FitRow",
+    "FitResult",
+    "calibration_cases",
+    "dependencies",
+    "rebuild_rows",
+    "nelder_mead",
+    "fit",
+    "median_abs_log_error",
+    "calibration_entry",
+    "write_calibration",
+    "parse_args",
+    "main",
+]
+
+DEFAULT_SEED = 20261204
+DEFAULT_RANDOM = 200
+#: Extra shapes with m or n at most 16 (``perf.sweep.skinny_cases``): the log-uniform shapes
+#: give the eight skinny variants few rows each (they need a small side and 16-byte lds), and a
+#: fit to made-up rates missed some skinny shapes by up to 37% without these, 16% with them.
+DEFAULT_SKINNY = 128
+#: The launch gap the model assumes on a device without a calibration: where the fit of
+#: ``launch_s`` starts.
+DEFAULT_LAUNCH_S = model.DEFAULT_LAUNCH_S
+#: Where the rebuilt problems' operands start (the rows keep each pointer mod 4096).
+_BASES = (0x7F0000000000, 0x7F0000000000 + 2**32, 0x7F0000000000 + 2**33)
+
+#: Per rate (RATE_FIELDS order): bounds as (low, high) factors of the default rate, or
+#: absolute ("abs") bounds; the prior's width in natural-log units; the first simplex step.
+_RATE_BOUNDS: tuple[tuple[str, float, float], ...] = (
+    ("rel", 1e-3, 1e2),     # flops
+    ("abs", 1e-3, 1.0),     # lone
+    ("abs", 1e-9, 1e-3),    # cta_s
+    ("rel", 1e-3, 1e2),     # bandwidth
+    ("abs", 0.5, 4.0),      # slow_ld
+    ("rel", 1e-3, 1e2),     # c_bandwidth
+    ("abs", 0.5, 4.0),      # c_unaligned
+    ("abs", 1e-9, 1e-3),    # start_s
+)
+_PRIOR_WIDTH = np.array([1.0, 1.0, 3.0, 1.0, 0.5, 1.0, 0.5, 3.0])
+_STEP = np.array([0.5, 0.4, 1.0, 0.5, 0.2, 0.5, 0.2, 1.0])
+#: A default of 0 s (a support kernel's ``cta_s``) is centred here instead.
+_TIME_FLOOR = 1e-7
+_LAUNCH_BOUNDS = (1e-8, 1e-3)
+
+
+# --------------------------------------------------------------------------------------------
+# The calibration set
+
+
+def calibration_cases(seed: int = DEFAULT_SEED, count: int = DEFAULT_RANDOM, skinny: int = DEFAULT_SKINNY,
+                      pairs: Sequence[str] = bench.PAIRS, ld_classes: Sequence[str] = sweep.LD_CLASSES,
+                      max_dim: int | None = None) -> list[sweep.SweepCase]:
+    """``perf.bench``'s default shapes in every pair (the ld class turning over the pairs),
+    then ``count`` random shapes from ``seed`` (:func:`perf.sweep.random_cases`), then
+    ``skinny`` shapes with m or n at most 16 from ``seed + 1`` (:func:`perf.sweep.skinny_cases`);
+    ``max_dim`` drops the bench shapes with a larger dimension."""
+    shapes = [s for s in sweep.bench_shapes("all") if max_dim is None or max(s[:3]) <= max_dim]
+    cases = sweep.rotated_cases(shapes, pairs, ld_classes)
+    cases += sweep.random_cases(count, seed, pairs, ld_classes, start=len(cases))
+    return cases + sweep.skinny_cases(skinny, seed + 1, pairs, start=len(cases))
+
+
+# --------------------------------------------------------------------------------------------
+# Rows
+
+
+class FitRow(NamedTuple):
+    """One timed candidate, rebuilt: what ``model.predict`` takes, and its measured time."""
+
+    problem: Any          # sgblas.kernels.problem.GemmProblem
+    candidate: Any        # sgblas.dispatch.candidates.Candidate
+    props: Any            # sgblas.runtime.device.DeviceProperties
+    log_seconds: float
+    variants: tuple[str, ...]
+    name: str
+
+
+def dependencies(candidate: Any) -> tuple[str, ...]:
+    """The variants whose rates ``model.predict`` reads for ``candidate`` (``launch_s`` aside):
+    its own; the reduction's when it splits K in two or more; the pack kernel's when packed."""
+    from sgblas.kernels import pack, reduce
+
+    out = [candidate.spec.name]
+    if candidate.split is not None and candidate.split.splits > 1:
+        out.append(reduce.NAME)
+    if candidate.spec.role == "packed":
+        out.append(pack.NAME)
+    return tuple(out)
+
+
+def _device_of(doc: dict[str, Any]) -> tuple[tuple[int, int], Any, int, str]:
+    from sgblas.runtime.device import DeviceProperties
+
+    dev = doc["sgblas_device"]
+    fields = {k: v for k, v in dev["properties"].items() if k in DeviceProperties._fields}
+    return tuple(dev["cc"]), DeviceProperties(**fields), int(dev["workspace_bytes"]), dev.get("math_mode", "FP32")
+
+
+def rebuild_rows(docs: Sequence[dict[str, Any]]) -> tuple[list[FitRow], dict[str, Any]]:
+    """The fit's rows from sweep documents of one kind of device: ``(rows, info)``, ``info``
+    with ``key``, ``cc``, ``props`` and ``left_out`` (a count per reason). Raises ValueError when
+    the documents are of different devices."""
+    from sgblas.dispatch import model, plan
+    from sgblas.enums import MathMode
+    from sgblas.kernels.problem import GemmProblem
+
+    rows: list[FitRow] = []
+    left_out: dict[str, int] = {}
+    key = cc0 = props0 = None
+    for doc in docs:
+        cc, props, workspace, mode = _device_of(doc)
+        this = model.device_key(cc, props)
+        if key is None:
+            key, cc0, props0 = this, cc, props
+        elif this != key:
+            raise ValueError(f"{doc.get('_path', 'a document')} measured {this}, the first measured {key}: "
+                             f"one calibration is of one kind of device")
+        math_mode = MathMode[mode]
+        for r in doc["rows"]:
+            reason = None
+            if r.get("call") != "candidate":
+                reason = "the plain call (its candidate's row is fitted)"
+            elif r.get("status") != "ok" or not r.get("seconds") or r["seconds"] <= 0:
+                reason = f"not timed ({r.get('status')})"
+            elif r["candidate"].endswith("/tail"):
+                reason = "a tail plan (its rectangles are the dispatcher's choice)"
+            if reason is None:
+                ptrs = [base + low for base, low in zip(_BASES, r.get("ptr_low") or (0, 0, 0))]
+                p = GemmProblem(cc, math_mode, r["transa"], r["transb"], r["m"], r["n"], r["k"], ptrs[0],
+                                r["lda"], ptrs[1], r["ldb"], ptrs[2], r["ldc"])
+                found = plan.find_candidate(p, props, workspace, r["candidate"])
+                if isinstance(found, str):
+                    reason = "not a candidate of this sgblas any more"
+                else:
+                    rows.append(FitRow(p, found, props, math.log(r["seconds"]), dependencies(found),
+                                       r["candidate"]))
+            if reason is not None:
+                left_out[reason] = left_out.get(reason, 0) + 1
+    return rows, {"key": key, "cc": cc0, "props": props0, "left_out": left_out}
+
+
+# --------------------------------------------------------------------------------------------
+# Nelder-Mead
+
+
+def nelder_mead(f: Callable[[np.ndarray], float], x0: Sequence[float], step: Sequence[float] | float,
+                lo: Sequence[float] | None = None, hi: Sequence[float] | None = None, max_evals: int = 400,
+                xatol: float = 1e-3, fatol: float = 1e-9) -> tuple[np.ndarray, float, int]:
+    """Minimise ``f`` from ``x0``: ``(x, f(x), evaluations)``. The adaptive Nelder-Mead simplex
+    (Gao and Han's coefficients for two or more dimensions), every point kept within
+    ``[lo, hi]`` by projection; stops when the simplex is within ``xatol`` of its best point
+    and its values within ``fatol``, or after ``max_evals`` evaluations."""
+    x0 = np.asarray(x0, dtype=float)
+    dim = x0.size
+    lo_a = np.full(dim, -np.inf) if lo is None else np.asarray(lo, dtype=float)
+    hi_a = np.full(dim, np.inf) if hi is None else np.asarray(hi, dtype=float)
+    step_a = np.broadcast_to(np.asarray(step, dtype=float), (dim,))
+    if dim >= 2:
+        alpha, gamma, rho, sigma = 1.0, 1.0 + 2.0 / dim, 0.75 - 0.5 / dim, 1.0 - 1.0 / dim
+    else:
+        alpha, gamma, rho, sigma = 1.0, 2.0, 0.5, 0.5
+
+    def clip(x: np.ndarray) -> np.ndarray:
+        return np.minimum(np.maximum(x, lo_a), hi_a)
+
+    x0 = clip(x0)
+    simplex = [x0]
+    for i in range(dim):
+        x = x0.copy()
+        x[i] += step_a[i] if x0[i] + step_a[i] <= hi_a[i] else -step_a[i]
+        simplex.append(clip(x))
+    pts = np.array(simplex)
+    vals = np.array([f(x) for x in pts])
+    evals = len(vals)
+    while evals < max_evals:
+        order = np.argsort(vals, kind="stable")
+        pts, vals = pts[order], vals[order]
+        if np.max(np.abs(pts[1:] - pts[0])) <= xatol and vals[-1] - vals[0] <= fatol:
+            break
+        centroid = pts[:-1].mean(axis=0)
+        xr = clip(centroid + alpha * (centroid - pts[-1]))
+        fr = f(xr)
+        evals += 1
+        if fr < vals[0]:
+            xe = clip(centroid + gamma * (xr - centroid))
+            fe = f(xe)
+            evals += 1
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+            continue
+        if fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+            continue
+        if fr < vals[-1]:  # outside contraction
+            xc = clip(centroid + rho * (xr - centroid))
+            fc = f(xc)
+            evals += 1
+            if fc <= fr:
+                pts[-1], vals[-1] = xc, fc
+                continue
+        else:  # inside contraction
+            xc = clip(centroid - rho * (centroid - pts[-1]))
+            fc = f(xc)
+            evals += 1
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+                continue
+        pts[1:] = pts[0] + sigma * (pts[1:] - pts[0])  # shrink toward the best
+        for i in range(1, dim + 1):
+            vals[i] = f(pts[i])
+        evals += dim
+    best = int(np.argmin(vals))
+    return pts[best], float(vals[best]), evals
+
+
+# --------------------------------------------------------------------------------------------
+# The fit
+
+
+class FitResult(NamedTuple):
+    launch_s: float
+    rates: dict[str, Any]          # variant name -> model.Rates (every registry variant)
+    fitted: tuple[str, ...]        # the variants some row depends on
+    report: list[dict[str, Any]]   # per variant: rows, median |log error| before and after, rates
+    before: float                  # median |log error| over all rows, default rates
+    after: float
+    passes: list[dict[str, Any]]   # per pass: median |log error|, seconds, evaluations
+
+
+def median_abs_log_error(rows: Sequence[FitRow], cal: Any) -> float:
+    """Median over ``rows`` of ``|log(predicted / measured)|`` under the Calibration ``cal``."""
+    if not rows:
+        return float("nan")
+    return float(np.median(np.abs(_errors(rows, cal))))
+
+
+def _errors(rows: Sequence[FitRow], cal: Any) -> np.ndarray:
+    from sgblas.dispatch import model
+
+    return np.array([math.log(model.predict(r.candidate, r.problem, r.props, cal)) - r.log_seconds for r in rows])
+
+
+def _bounds(default: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, prior centre) of a variant's log-rates."""
+    lo, hi, centre = [], [], []
+    for value, (kind, a, b) in zip(default, _RATE_BOUNDS):
+        if kind == "rel":
+            base = value if value > 0 else 1.0
+            lo.append(math.log(base * a))
+            hi.append(math.log(base * b))
+        else:
+            lo.append(math.log(a))
+            hi.append(math.log(b))
+        centre.append(math.log(min(max(value if value > 0 else _TIME_FLOOR, math.exp(lo[-1])), math.exp(hi[-1]))))
+    return np.array(lo), np.array(hi), np.array(centre)
+
+
+def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, passes: int = 6,
+        max_evals: int = 400, prior: float = 0.01, max_block_rows: int = 2000, seed: int = 0,
+        log: Callable[[str], None] | None = print) -> FitResult:
+    """Block-coordinate descent over ``launch_s`` and each variant's rates (module docstring).
+
+    Each pass fits ``launch_s`` (a one-dimensional search over every row), then each variant's
+    eight rates over the rows that depend on it, most rows first. From the second pass on, a
+    pattern move (Hooke and Jeeves) follows: all parameters go on along the pass's whole step,
+    1, 2, 4 or 8 times it, as far as the total loss keeps falling. Blocks that share rows (a
+    split-K variant and the reduction; every variant and ``launch_s``, which adds to each
+    launch as ``start_s`` does) otherwise zig-zag slowly along the valleys they form together.
+    """
+    from sgblas.dispatch import model
+    from sgblas.kernels import spec as registry
+
+    say = log or (lambda _text: None)
+    defaults = {s.name: model.default_rates(s, cc, props) for s in registry.REGISTRY}
+    rates = dict(defaults)
+    by_variant: dict[str, list[FitRow]] = {}
+    for r in rows:
+        for v in r.variants:
+            if v not in defaults:
+                raise ValueError(f"{r.name}: variant {v} is not in this sgblas's registry")
+            by_variant.setdefault(v, []).append(r)
+    order = sorted(by_variant, key=lambda v: (-len(by_variant[v]), v))
+    box = {v: _bounds(defaults[v]) for v in order}
+    lo_all = np.concatenate([[math.log(_LAUNCH_BOUNDS[0])]] + [box[v][0] for v in order])
+    hi_all = np.concatenate([[math.log(_LAUNCH_BOUNDS[1])]] + [box[v][1] for v in order])
+    now = {"cal": model.Calibration(key, DEFAULT_LAUNCH_S, rates, True, {})}
+    before_rows = {v: median_abs_log_error(by_variant[v], now["cal"]) for v in order}
+    before = median_abs_log_error(rows, now["cal"])
+    rng = np.random.default_rng(seed)
+
+    def sample(block: list[FitRow]) -> list[FitRow]:
+        if len(block) <= max_block_rows:
+            return block
+        keep = rng.choice(len(block), max_block_rows, replace=False)
+        return [block[i] for i in sorted(keep)]
+
+    def sse(block: Sequence[FitRow], c: Any) -> float:
+        total = 0.0
+        for r in block:
+            e = math.log(model.predict(r.candidate, r.problem, r.props, c)) - r.log_seconds
+            total += e * e
+        return total
+
+    def penalty(v: str, x: np.ndarray) -> float:
+        return prior * float(np.sum(((x - box[v][2]) / _PRIOR_WIDTH) ** 2))
+
+    def state() -> np.ndarray:
+        return np.concatenate([[math.log(now["cal"].launch_s)]]
+                              + [np.log(np.maximum(np.array(rates[v], dtype=float), 1e-300)) for v in order])
+
+    def set_state(x: np.ndarray) -> None:
+        now["cal"] = now["cal"]._replace(launch_s=math.exp(float(x[0])))
+        for i, v in enumerate(order):
+            rates[v] = model.Rates(*np.exp(x[1 + 8 * i:9 + 8 * i]).tolist())
+
+    def total(x: np.ndarray) -> float:
+        set_state(x)
+        return sse(rows, now["cal"]) + sum(penalty(v, x[1 + 8 * i:9 + 8 * i]) for i, v in enumerate(order))
+
+    history: list[dict[str, Any]] = []
+    x_last = None
+    say(f"fit: {len(rows)} rows, {len(order)} variants and launch_s; median |log error| {before:.4f} with "
+        f"the default rates")
+    for number in range(1, passes + 1):
+        t0 = time.perf_counter()
+        evals = 0
+        block = sample(list(rows))
+
+        def loss_launch(x: np.ndarray) -> float:
+            return sse(block, now["cal"]._replace(launch_s=math.exp(float(x[0]))))
+
+        x, _, n = nelder_mead(loss_launch, [math.log(now["cal"].launch_s)], 0.5, lo_all[:1], hi_all[:1],
+                              max_evals=max(30, max_evals // 8))
+        evals += n
+        now["cal"] = now["cal"]._replace(launch_s=math.exp(float(x[0])))
+        for v in order:
+            block_v = sample(by_variant[v])
+
+            def loss(x: np.ndarray, v: str = v, block_v: list[FitRow] = block_v) -> float:
+                rates[v] = model.Rates(*np.exp(x).tolist())
+                return sse(block_v, now["cal"]) + penalty(v, x)
+
+            start = np.log(np.maximum(np.array(rates[v], dtype=float), 1e-300))  # a default of 0: the bound
+            x, _, n = nelder_mead(loss, start, _STEP, box[v][0], box[v][1], max_evals=max_evals)
+            evals += n
+            rates[v] = model.Rates(*np.exp(x).tolist())
+        x_now = state()
+        moved = 0.0
+        if x_last is not None:
+            best = total(x_now)
+            for factor in (1.0, 2.0, 4.0, 8.0):
+                value = total(np.minimum(np.maximum(x_now + factor * (x_now - x_last), lo_all), hi_all))
+                evals += 1
+                if not value < best:
+                    break
+                best, moved = value, factor
+            set_state(np.minimum(np.maximum(x_now + moved * (x_now - x_last), lo_all), hi_all))
+        x_last = state()
+        err = median_abs_log_error(rows, now["cal"])
+        history.append({"pass": number, "median_abs_error": err, "seconds": time.perf_counter() - t0,
+                        "evaluations": evals, "launch_s": now["cal"].launch_s, "pattern_move": moved})
+        say(f"fit: pass {number}/{passes}: median |log error| {err:.4f}, launch_s {now['cal'].launch_s * 1e6:.2f} us"
+            f"{f', pattern move x{moved:g}' if moved else ''} ({evals} evaluations, {time.perf_counter() - t0:.1f} s)")
+    cal = now["cal"]
+    report = []
+    for v in order:
+        report.append({"variant": v, "rows": len(by_variant[v]), "before": before_rows[v],
+                       "after": median_abs_log_error(by_variant[v], cal), "rates": list(rates[v]),
+                       "default": list(defaults[v])})
+    return FitResult(cal.launch_s, rates, tuple(order), report, before, median_abs_log_error(rows, cal), history)
+
+
+# --------------------------------------------------------------------------------------------
+# The calibration file
+
+
+def calibration_entry(result: FitResult, *, rows: int, device: str | None, commit: str | None,
+                      seed: Any, date: str | None = None) -> dict[str, Any]:
+    """The file's entry for one device: ``launch_s``, the fitted variants' rates (RATE_FIELDS
+    order) and where they come from."""
+    def short(x: float) -> float:  # seven significant digits: a readable file, the same choices
+        return float(f"{x:.7g}")
+
+    return {
+        "launch_s": short(result.launch_s),
+        "rates": {v: [short(x) for x in result.rates[v]] for v in sorted(result.fitted)},
+        "source": {"date": date or results_io.utc_now().isoformat(), "commit": commit, "device": device,
+                   "rows": rows, "seed": seed, "median_abs_error": float(result.after)},
+    }
+
+
+def write_calibration(path: str | Path, key: str, entry: dict[str, Any]) -> None:
+    """Put ``entry`` under ``key`` in the calibration file at ``path`` (``{"format": 1,
+    "devices": {...}}``), keeping its other devices; creates the file when there is none."""
+    path = Path(path)
+    data: dict[str, Any] = {"format": 1, "devices": {}}
+    if path.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != 1:
+            raise ValueError(f"{path.name} has format {data.get('format')!r}; this tool writes format 1")
+        data.setdefault("devices", {})
+    data["devices"][key] = entry
+    data["devices"] = dict(sorted(data["devices"].items()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # One line per variant's rates: the file is read by people too.
+    text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]",
+                  json.dumps(data, indent=1))
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def _public_path(path: Path) -> str:
+    """``path`` relative to the checkout when inside it, else its name (no machine folders)."""
+    try:
+        return str(Path(path).resolve().relative_to(environment.REPO_ROOT))
+    except ValueError:
+        return Path(path).name
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    from sgblas.dispatch import model
+
+    parser = argparse.ArgumentParser(
+        prog="python -m perf.calibrate",
+        description="Measure every candidate on a calibration set of shapes (or read earlier sweeps) "
+                    "and fit the cost model's rates for this kind of device.")
+    group = parser.add_argument_group("cases")
+    group.add_argument("--random", type=int, default=DEFAULT_RANDOM, metavar="N",
+                       help=f"random shapes after perf.bench's shapes (default: {DEFAULT_RANDOM})")
+    group.add_argument("--skinny", type=int, default=DEFAULT_SKINNY, metavar="N",
+                       help=f"then shapes with m or n at most 16, padded or tight, every pair and small "
+                            f"side in turn, from seed + 1 (default: {DEFAULT_SKINNY}; 0: none)")
+    group.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                       help=f"seed of the random shapes and of the operands (default: {DEFAULT_SEED})")
+    group.add_argument("--pairs", type=bench.parse_pairs, default=bench.PAIRS, metavar="NN,NT,TN,TT",
+                       help="transpose pairs (default: all)")
+    group.add_argument("--max-dim", type=int, default=None, metavar="N",
+                       help="drop perf.bench's shapes with a dimension above N")
+    group.add_argument("--list", action="store_true", help="print the calibration set and exit (no GPU needed)")
+    group = parser.add_argument_group("fit")
+    group.add_argument("--from", dest="from_", action="append", type=Path, default=None, metavar="FILE",
+                       help="fit the rows of an earlier perf.sweep, perf.calibrate or perf.regret result "
+                            "instead of measuring (repeatable; all of one kind of device)")
+    group.add_argument("--write", type=Path, default=model.CALIBRATION_FILE, metavar="PATH",
+                       help="the calibration file to put this device's entry in (default: the package's "
+                            "sgblas/dispatch/calibration.json)")
+    group.add_argument("--no-write", action="store_true", help="fit and report, but write no calibration file")
+    group.add_argument("--passes", type=int, default=6, metavar="N",
+                       help="passes of block-coordinate descent (default: 6)")
+    group.add_argument("--max-evals", type=int, default=400, metavar="N",
+                       help="Nelder-Mead evaluations per variant and pass (default: 400)")
+    group.add_argument("--prior", type=float, default=0.01, metavar="W",
+                       help="weight of the prior toward the default rates, per rate, on squared log "
+                            "ratios (default: 0.01)")
+    group.add_argument("--max-block-rows", type=int, default=2000, metavar="N",
+                       help="rows a variant's search evaluates at most (a seeded sample; the report "
+                            "uses every row; default: 2000)")
+    sweep.add_timing_args(parser)
+    args = parser.parse_args(argv)
+    sweep.check_timing_args(parser, args)
+    if args.random < 0 or args.skinny < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1:
+        parser.error("--random, --passes, --max-evals, --prior or --max-block-rows is out of range")
+    return args
+
+
+def _report_table(result: FitResult) -> str:
+    rows = [[r["variant"], r["rows"], f"{r['before']:.3f}", f"{r['after']:.3f}"] for r in result.report]
+    rows.append(["(all rows)", "", f"{result.before:.3f}", f"{result.after:.3f}"])
+    return results_io.markdown_table(["variant", "rows", "median abs log error before", "after"], rows, "lrrr")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from sgblas.dispatch import model
+
+    args = parse_args(argv)
+    cases = sweep.shard(calibration_cases(args.seed, args.random, args.skinny, args.pairs, max_dim=args.max_dim),
+                        args.shard)
+    if args.list:
+        print(f"seed {args.seed}")
+        sweep.list_cases(cases)
+        return 0
+    status = 0
+    package_file = Path(args.write).resolve() == model.CALIBRATION_FILE.resolve()
+    if not args.from_ and environment.simulator_enabled() and package_file and not args.no_write:
+        print("perf.calibrate: under the CUDA simulator the fit is not written into the package's calibration "
+              "file (pass --write PATH or --no-write)", file=sys.stderr)
+        return 2
+    if args.from_:
+        try:
+            docs = sweep.load_docs(args.from_)
+        except results_io.ResultsError as exc:
+            print(f"perf.calibrate: {exc}", file=sys.stderr)
+            return 2
+        seeds = sorted({d.get("settings", {}).get("seed") for d in docs} - {None})
+        seed: Any = seeds[0] if len(seeds) == 1 else seeds
+        print(f"perf.calibrate: fitting the rows of {len(docs)} file(s)")
+    else:
+        print(f"perf.calibrate: seed {args.seed}, {len(cases)} cases", flush=True)
+        measured, status = sweep.run_cases(cases, args, tool="calibrate", seed=args.seed, argv=argv)
+        if measured is None:
+            return status
+        docs, seed = [measured], args.seed
+    doc = sweep.merged_doc(docs, "calibrate", argv) if args.from_ else docs[0]
+    doc["fit"] = None
+
+    def finish(code: int) -> int:
+        """Keep the rows (and the fit, when there is one) whatever happened to the fit."""
+        path = sweep.save_doc(doc, args.out)
+        print(f"wrote {path}")
+        return code
+
+    # The simulator's rows (or made-up ones) must never reach the package's file: sgblas would
+    # then take its notional device for a calibrated one, and the tests' choices would change.
+    made_up = [d for d in docs if d.get("synthetic") or (d.get("device") or {}).get("simulator")]
+    if made_up and not args.no_write and package_file:
+        print("perf.calibrate: these rows come from the CUDA simulator or are made up; they are not written into "
+              "the package's calibration file (pass --write PATH or --no-write)", file=sys.stderr)
+        return finish(2) if not args.from_ else 2
+    try:
+        rows, info = rebuild_rows(docs)
+    except ValueError as exc:
+        print(f"perf.calibrate: {exc}", file=sys.stderr)
+        return 2
+    for reason, count in sorted(info["left_out"].items()):
+        print(f"perf.calibrate: {count} rows left out: {reason}")
+    if not rows:
+        print("perf.calibrate: no row to fit", file=sys.stderr)
+        return finish(2) if not args.from_ else 2
+    t0 = time.perf_counter()
+    result = fit(rows, info["key"], info["cc"], info["props"], passes=args.passes, max_evals=args.max_evals,
+                 prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed)
+    fit_s = time.perf_counter() - t0
+    print()
+    print(_report_table(result))
+    print()
+    commits = sorted({(d.get("environment", {}).get("git") or {}).get("commit") or "" for d in docs} - {""})
+    entry = calibration_entry(result, rows=len(rows), device=docs[0].get("device", {}).get("name"),
+                              commit=",".join(commits) if commits else None, seed=seed)
+    doc["fit"] = {"key": info["key"], "method": "block-coordinate descent, Nelder-Mead on log-rates, "
+                                                "least squares on log time with a prior toward the default rates",
+                  "passes": args.passes, "max_evals": args.max_evals, "prior": args.prior,
+                  "rows": len(rows), "left_out": info["left_out"], "before": result.before, "after": result.after,
+                  "history": result.passes, "report": result.report, "entry": entry, "written_to": None,
+                  "seconds": fit_s}
+    if not args.no_write:
+        try:
+            write_calibration(args.write, info["key"], entry)
+        except (OSError, ValueError) as exc:
+            print(f"perf.calibrate: cannot write the calibration: {exc}", file=sys.stderr)
+            return finish(2)
+        doc["fit"]["written_to"] = _public_path(args.write)
+        print(f"wrote the {info['key']} entry ({len(result.fitted)} variants, launch_s "
+              f"{result.launch_s * 1e6:.2f} us) into {doc['fit']['written_to']}")
+    return finish(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
