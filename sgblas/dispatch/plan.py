@@ -239,15 +239,14 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
     if best.tail is not None:
         tail = tuple((rect, subs[rect][0]) for rect in best.tail.rects)
         tail_ctas = best.tail.ctas
+    if quick:  # a call's plan needs no sentences: explain words them
+        return Choice(best.spec, refused, (), best.split, "", tail, tail_ctas, best.name, best_t)
     passed_over: dict[str, str] = {}
     for c, t in sorted(timed, key=lambda item: item[1]):
         if c.spec is not best.spec and c.spec.name not in passed_over:
             passed_over[c.spec.name] = (f"predicted {t * 1e6:.1f} us as {c.name}, against {best_t * 1e6:.1f} us "
                                         f"for {best.name}")
-    for c in cands:
-        if c.spec is not best.spec and c.spec.name not in passed_over:
-            passed_over[c.spec.name] = f"{best.name} is predicted faster than its candidates"
-    ranking = () if quick else tuple((c.name, t) for c, t in sorted(timed, key=lambda item: item[1]))
+    ranking = tuple((c.name, t) for c, t in sorted(timed, key=lambda item: item[1]))
     note = _note(best.spec, best.split, p)
     if tail:
         note = "; ".join(filter(None, (note, _tail_note(best.spec, p, props, tail_ctas, tail))))
