@@ -107,12 +107,13 @@ def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, i
 
 
 def _skinny_variant(shape: tuple[int, int, int], pair: str) -> str:
-    """The registry's skinny variant for ``pair`` with the small side of ``shape``."""
+    """The registry's 16-byte skinny variant for ``pair`` with the small side of ``shape`` (the
+    lab's shapes are aligned)."""
     from sgblas.kernels.spec import GEMM_KERNELS
 
     small = "m" if shape[0] <= shape[1] else "n"
     (name,) = [s.name for s in GEMM_KERNELS
-               if s.role == "skinny" and s.pair == (pair[0], pair[1]) and s.config.small == small]
+               if s.role == "skinny" and s.pair == (pair[0], pair[1]) and s.config.small == small and s.align == 16]
     return name
 
 

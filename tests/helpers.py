@@ -280,7 +280,7 @@ def _skinny_targets() -> list[tuple[str, tuple[int, int]]]:
     """Both skinny loops (dot: m small in NN; axpy: n small in NN) and the reduction."""
     from sgblas.kernels import reduce, skinny
 
-    configs = {(c.transa, c.transb, c.small): c for c in skinny.MANIFEST}
+    configs = {(c.transa, c.transb, c.small): c for c in skinny.MANIFEST if c.align == 16}
     return [(configs[("N", "N", "m")].name(), (9, 0)), (configs[("N", "N", "n")].name(), (9, 0)),
             (reduce.NAME, (9, 0))]
 

@@ -104,8 +104,10 @@ def legal_shape(handle, spec: Any, kind: str, m: int, n: int, k: int) -> Shape |
     from sgblas.kernels.problem import GemmProblem
 
     ta, tb = spec.pair
-    # A packed variant exists for arrays the 16-byte kernels refuse: odd leading dimensions first.
-    modes = ("odd",) + tuple(m for m in LD_MODES if m != "odd") if spec.role == "packed" else LD_MODES
+    # A packed variant, and a skinny row of a narrower class than 16 bytes, exists for arrays the
+    # 16-byte kernels refuse: odd leading dimensions first.
+    odd_first = spec.role == "packed" or (spec.role == "skinny" and spec.align < 16)
+    modes = ("odd",) + tuple(m for m in LD_MODES if m != "odd") if odd_first else LD_MODES
     for mode in modes:
         lda = leading_dimension(_stored(ta, m, k)[0], mode)
         ldb = leading_dimension(_stored(tb, k, n)[0], mode)

@@ -83,7 +83,7 @@ __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", 
            "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas",
            "fill", "rank", "split_of", "split_for", "pinned_split", "is_backstop", "thread_tile",
            "wide_thread_tile_pays", "eight_lanes_pay", "packing_pays", "smaller_tile_pays", "WAVE_SWAP_BELOW",
-           "WAVE_SWAP_FROM", "TAIL_WAVE_BELOW", "tail_pays", "NARROW_SPLIT_NOTE"]
+           "WAVE_SWAP_FROM", "TAIL_WAVE_BELOW", "tail_pays", "NARROW_SPLIT_NOTE", "UNTIMED_SKINNY_NOTE"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -105,6 +105,9 @@ TAIL_WAVE_BELOW: float = 0.94
 NARROW_SPLIT_NOTE: str = ("the 4-byte slice kernels split only a tail plan's rectangles (rule 6); a few-tile "
                           "problem in the 4-byte class keeps the tile kernels, as it ran before they existed "
                           "(its split was not timed against them)")
+#: Why the rules pass over a skinny row of a narrower alignment class than 16 bytes.
+UNTIMED_SKINNY_NOTE: str = ("the rules take the 16-byte skinny rows only: the narrower classes' rows are weighed by "
+                            "the cost model, which chooses on a device with a calibration")
 #: The least size of a skinny product's large operand, in bytes, for the skinny kernels: below
 #: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
@@ -387,7 +390,10 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         need = spec.workspace(p.m, p.n, p.k)
         (fits if need <= workspace_bytes else short).append((spec, need))
     # Both sides small: the kernel with the larger other side has more CTAs.
-    skinnies = sorted((s for s, _ in fits if s.role == "skinny"),
+    # The skinny rows of the narrower alignment classes came after these rules were last
+    # tuned: only the cost model weighs them (UNTIMED_SKINNY_NOTE).
+    untimed = [s for s, _ in fits if s.role == "skinny" and s.align != 16]
+    skinnies = sorted((s for s, _ in fits if s.role == "skinny" and s.align == 16),
                       key=lambda s: -(p.n if s.config.small == "m" else p.m))
     large = 4 * max(p.m, p.n) * p.k
     small_reasons = {}
@@ -401,7 +407,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
             (splits if rectangle or s.align > 4 else narrow).append(s)
     general = [s for s, _ in fits if is_backstop(s)]
     tiled = [s for s, _ in fits if s.role == "gemm" and not is_backstop(s)]
-    small_skinny = [s for s, _ in fits if s.role == "skinny"]
+    small_skinny = [s for s, _ in fits if s.role == "skinny" and s.align == 16]
     packed = [s for s, _ in fits if s.role == "packed"]
 
     # The tile kernels, by how well their output tiles fill the GPU; then, between rows of one
@@ -447,7 +453,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         why = (f"{spec.name} streams the large operand once: {'m' if spec.config.small == 'm' else 'n'}="
                f"{p.m if spec.config.small == 'm' else p.n} is at most {skinny.MP}, so the product is bound "
                f"by memory bandwidth")
-        for spec2 in splits + narrow + order + packed + general:
+        for spec2 in splits + narrow + order + packed + general + untimed:
             out.append(Ranked(spec2, why, None))
         return out + _short(short, workspace_bytes)
 
@@ -502,6 +508,8 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         out.append(Ranked(spec, NARROW_SPLIT_NOTE))
     for spec in small_skinny:
         out.append(Ranked(spec, small_reasons[spec.name]))
+    for spec in untimed:
+        out.append(Ranked(spec, UNTIMED_SKINNY_NOTE))
     for spec in packed:
         if spec.name in packed_reasons:
             out.append(Ranked(spec, packed_reasons[spec.name]))

@@ -44,10 +44,12 @@ reduction (:mod:`sgblas.kernels.reduce`) adds them and applies beta. The ABI is
 :data:`sgblas.kernels.abi.GEMM_SPLIT`. ``k_chunk`` must be a multiple of 4 (16-byte alignment
 of the dot loads; the plan rounds it to a multiple of ``KC``).
 
-Alignment: only L is read with 16-byte accesses: its address must be 16-byte aligned and its
-leading dimension a multiple of 4. S and C are read and written element by element, so a
-tight ``lda = 3`` for a 3 x k A is fine. That is the alignment class ``a16`` in the names: of
-the large operand. Tails along k (dot) and Q (axpy) are read element by element, so no load
+Alignment: only L is read with vector accesses, and only L's copies into the ring depend on
+its alignment class (``SkinnyConfig.align``, ``a16`` or ``a4`` in the names): the 16-byte
+class copies each 16-byte vector of L in one ``cp.async``, which needs L's address 16-byte
+aligned and its leading dimension a multiple of 4; the 4-byte class in four, for any address
+and leading dimension (odd sizes, padded or offset operands). S and C are read and written
+element by element, so a tight ``lda = 3`` for a 3 x k A is fine. Tails along k (dot) and Q (axpy) are read element by element, so no load
 reaches past the matrix.
 
 The kernel text is generated from :class:`SkinnyConfig` (like :mod:`sgblas.kernels.sgemm_simt`,
@@ -90,6 +92,10 @@ class SkinnyConfig:
     min_blocks: int | None = None
     #: k steps of L in a shared ring of 16-byte ``cp.async`` copies, ring - 1 of them in flight.
     ring: int = 4
+    #: Alignment class of the large operand, in bytes: each 16-byte vector of L in the ring is
+    #: copied from global memory in ``16 // align`` copies of ``align`` bytes, so L's address
+    #: and leading dimension need only that alignment (the rest of the kernel is the same).
+    align: int = 16
 
     # dot: lanes per column along k, columns per lane, k per shared piece
     LK = 8
@@ -108,6 +114,11 @@ class SkinnyConfig:
     @property
     def pair(self) -> tuple[str, str]:
         return (self.transa, self.transb)
+
+    @property
+    def LVEC(self) -> int:
+        """Floats per global copy of L: 4, 2 or 1."""
+        return self.align // 4
 
     @property
     def large(self) -> str:
@@ -165,10 +176,11 @@ class SkinnyConfig:
     def name(self) -> str:
         t = self.tile
         return (f"sgemm_skinny_{self.mode}_{self.transa}{self.transb}".lower()
-                + f"_{t[0]}x{t[1]}x{t[2]}_{self.STAGES}s_a16")
+                + f"_{t[0]}x{t[1]}x{t[2]}_{self.STAGES}s_a{self.align}")
 
     def check(self) -> None:
         assert self.transa in ("N", "T") and self.transb in ("N", "T") and self.small in ("m", "n")
+        assert self.align in (4, 8, 16), f"alignment class {self.align} is not 16, 8 or 4 bytes"
         assert self.THREADS % 32 == 0 and MP % 8 == 0
         if self.mode == "dot":
             assert self.KC_DOT == self.THREADS, "each thread stages one k column of S per piece"
@@ -190,9 +202,12 @@ class SkinnyConfig:
         assert self.shared_bytes() <= 48 * 1024, "static shared memory is limited to 48 KB per CTA"
 
 
-#: One kernel per transpose pair and small side: 8 variants, each the dot or axpy loop.
+#: One kernel per transpose pair, small side and alignment class of the large operand: the dot
+#: or axpy loop, reading L 16 bytes at a time, or 4 (odd leading dimensions, offset pointers;
+#: an 8-byte L runs the 4-byte row).
 MANIFEST: tuple[SkinnyConfig, ...] = tuple(
-    SkinnyConfig(ta, tb, small) for small in ("m", "n") for ta in "NT" for tb in "NT")
+    SkinnyConfig(ta, tb, small, align=align) for align in (16, 4) for small in ("m", "n")
+    for ta in "NT" for tb in "NT")
 
 
 def k_granule(cfg: SkinnyConfig) -> int:
@@ -210,7 +225,7 @@ def grid_for(cfg: SkinnyConfig, m: int, n: int, splits: int = 1) -> tuple[int, i
 
 def guard(cfg: SkinnyConfig, p: GemmProblem) -> str | None:
     """What a skinny kernel needs beyond math mode, pair and compute capability: the small
-    dimension at most :data:`MP`, and the large operand 16-byte aligned."""
+    dimension at most :data:`MP`, and the large operand in its alignment class."""
     if p.m < 1 or p.n < 1 or p.k < 1:
         return f"m={p.m}, n={p.n}, k={p.k}: every dimension must be >= 1"
     small = p.m if cfg.small == "m" else p.n
@@ -218,11 +233,11 @@ def guard(cfg: SkinnyConfig, p: GemmProblem) -> str | None:
         return (f"{cfg.small}={small} is above {MP}, the largest small dimension of "
                 f"{cfg.name()} (the product is not bandwidth-bound there)")
     ptr, ld, what = (p.b_ptr, p.ldb, "B") if cfg.large == "B" else (p.a_ptr, p.lda, "A")
-    if ptr % 16:
-        return (f"{what}'s address {ptr:#x} is not 16-byte aligned, which {cfg.name()}'s "
-                f"16-byte loads of the large operand need")
-    if ld % 4:
-        return (f"ld{what.lower()}={ld} is not a multiple of 4, so {cfg.name()}'s 16-byte loads "
+    if ptr % cfg.align:
+        return (f"{what}'s address {ptr:#x} is not {cfg.align}-byte aligned, which {cfg.name()}'s "
+                f"{cfg.align}-byte loads of the large operand need")
+    if ld % cfg.LVEC:
+        return (f"ld{what.lower()}={ld} is not a multiple of {cfg.LVEC}, so {cfg.name()}'s {cfg.align}-byte loads "
                 f"of {what} would be misaligned")
     return None
 
@@ -403,7 +418,7 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             d = f"{(j * NC + c) * T * 4} + rt"
             has = f"qn > uint32({c * (32 // LK)})"
             _copy_to_ring(w, p, d, Lr, f"lc{c} + kn", None if fast else f"{has} and kn + 4 <= ke",
-                          lambda e: f"({has}) & (kn + {e} < ke)")
+                          lambda e: f"({has}) & (kn + {e} < ke)", cfg.LVEC)
 
     def compute(ind: str, st: str, j: int) -> None:
         """Multiply the step st of this piece, read from ring slot j, into the accumulators."""
@@ -530,7 +545,7 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             d = f"{(j * KU + u) * T * 4} + rt"
             w(f"{p}lg = lq + ({kstep} + {u}) * ldl")
             _copy_to_ring(w, p, d, Lr, "lg", None if fast else f"qfull and {kstep} + {u} < ke",
-                          lambda e: f"({kstep} + {u} < ke) & (q + {e} < Q)")
+                          lambda e: f"({kstep} + {u} < ke) & (q + {e} < Q)", cfg.LVEC)
 
     def multiply(ind: str, st: str, j: int) -> None:
         """Multiply step st of this piece, read from ring slot j, into the accumulators."""
@@ -596,15 +611,22 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         store("                ", "pp * c_p", f"uint32(pp * {QC}) + ql")
 
 
-def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has) -> None:
-    """One 16-byte vector of L at ``src`` into the ring at ``d``: in one copy when ``whole``
-    holds (None: known to), else element by element, element e copied when ``has(e)`` holds
-    and zero-filled otherwise, so no copy names a byte past the matrix."""
+def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has, vec: int = 4) -> None:
+    """One 16-byte vector of L at ``src`` into the ring at ``d``: in ``4 // vec`` copies of
+    ``vec`` floats when ``whole`` holds (None: known to), else element by element, element e
+    copied when ``has(e)`` holds and zero-filled otherwise, so no copy names a byte past the
+    matrix."""
+
+    def copies(ind: str) -> None:
+        for e in range(0, 4, vec):
+            at = f" + {e}" if e else ""
+            w(f"{ind}cp_async{4 * vec}(Lring, {d}{at}, {Lr}, {src}{at}, uint32({4 * vec}))")
+
     if whole is None:
-        w(f"{p}cp_async16(Lring, {d}, {Lr}, {src}, uint32(16))")
+        copies(p)
         return
     w(f"{p}if {whole}:")
-    w(f"{p}    cp_async16(Lring, {d}, {Lr}, {src}, uint32(16))")
+    copies(p + "    ")
     w(f"{p}else:")
     # Written out, each condition in a statement of its own, as when it fed two conditional
     # expressions: as a loop, or with the condition inside the call, NVVM rebuilt the swizzled

@@ -182,7 +182,7 @@ def _skinny_spec(base: type, cfg: SkinnyConfig):
         return skinny.guard(cfg, p) or _partial_guard(p)
 
     return _spec_class(base)(
-        name=name, role="skinny", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=16, tile=cfg.tile,
+        name=name, role="skinny", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=cfg.align, tile=cfg.tile,
         stages=cfg.STAGES, block=(cfg.THREADS, 1, 1), launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: skinny.grid_for(cfg, m, n, 1), builder=builder,
         sources=lambda after_grid: (skinny.generate_source(cfg, name, after_grid),) + SKINNY_CALLS,

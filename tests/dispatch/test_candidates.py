@@ -141,3 +141,19 @@ def test_a_split_count_off_the_ladder_is_a_candidate_by_name():
     p = problem(m=256, n=256, k=8192)
     assert 5 not in cand.SPLIT_COUNTS
     assert find_candidate(p, H200_PROPS, WORKSPACE, f"{split.name}/s5") == cand.Candidate(split, cand.Split(5, 1648))
+
+
+def test_a_skinny_product_at_an_odd_leading_dimension_has_4_byte_skinny_candidates():
+    """The rules keep to the 16-byte skinny rows (the narrower ones came after they were tuned)
+    and say so; the candidates include the 4-byte rows, which the cost model weighs."""
+    from sgblas.dispatch.heuristic import UNTIMED_SKINNY_NOTE
+    from sgblas.dispatch.plan import choose
+
+    p = problem(m=3, n=8192, k=8192, ldb=8193)
+    legal = [s for s in GEMM_KERNELS if s.can_implement(p) is None]
+    skinny = [s for s in legal if s.role == "skinny"]
+    assert skinny and all(s.align == 4 and s.pair == ("N", "N") for s in skinny)
+    found, _ = cand.enumerate_candidates(legal, p, H200_PROPS, WORKSPACE)
+    assert any(c.spec in skinny and c.split.splits > 1 for c in found)
+    c = choose(p, H200_PROPS, WORKSPACE)
+    assert c.spec.role != "skinny" and dict(c.passed_over)[skinny[0].name] == UNTIMED_SKINNY_NOTE

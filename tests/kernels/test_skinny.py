@@ -39,7 +39,9 @@ from sgblas.runtime.loader import dispatcher
 from sgblas.testing import GemmCase
 from tests.reference import assert_gemm_close, make_operands, reference_gemm
 
-CONFIGS = {(cfg.transa, cfg.transb, cfg.small): cfg for cfg in skinny.MANIFEST}
+#: The 16-byte rows by (transa, transb, small side), and every row by (..., alignment class).
+CONFIGS = {(cfg.transa, cfg.transb, cfg.small): cfg for cfg in skinny.MANIFEST if cfg.align == 16}
+ALL_CONFIGS = {(cfg.transa, cfg.transb, cfg.small, cfg.align): cfg for cfg in skinny.MANIFEST}
 
 
 def _seed(*parts: object) -> int:
@@ -54,6 +56,9 @@ def _run(cfg, m, n, k, alpha, beta, splits, ops) -> np.ndarray:
     grid = skinny.grid_for(cfg, m, n, splits)
     kern = _kernel(cfg)[grid, (cfg.THREADS, 1, 1)]
     d_a, d_b = cuda.to_device(ops.A), cuda.to_device(ops.B)
+    if cfg.align == 4:  # the large operand starts 4 bytes past a 16-byte boundary
+        moved = cuda.to_device(np.concatenate([np.float32([np.nan]), ops.B if cfg.large == "B" else ops.A]))[1:]
+        d_a, d_b = (d_a, moved) if cfg.large == "B" else (moved, d_b)
     if splits == 1:
         d_c = cuda.to_device(ops.C)
         kern(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), d_a, np.int32(ops.lda), d_b,
@@ -99,22 +104,24 @@ CASES = [
 
 def _variant_cases() -> list:
     """Every variant with the two cheap cases; the two long ones (several K tiles, a split of
-    three) on one variant of each kind (dot, axpy), since the simulator's time grows with k
-    and CI has two cores. The ``gpu`` tests take every variant through every case."""
-    first_of_kind: dict[str, str] = {}
-    for key in sorted(CONFIGS):
-        first_of_kind.setdefault(CONFIGS[key].name().split("_")[2], key)
+    three) on one variant of each kind (dot, axpy) in each alignment class, since the
+    simulator's time grows with k and CI has two cores. The ``gpu`` tests take every variant
+    through every case. The 4-byte rows run at odd leading dimensions (every operand padded by
+    an odd count), the 16-byte ones at multiples of 4."""
+    first_of_kind: dict[tuple[str, int], tuple] = {}
+    for key in sorted(ALL_CONFIGS):
+        first_of_kind.setdefault((ALL_CONFIGS[key].mode, key[3]), key)
     out = []
-    for key in sorted(CONFIGS):
+    for key in sorted(ALL_CONFIGS):
         for i, case in enumerate(CASES):
             if i in (0, 3) or key in first_of_kind.values():
-                out.append(pytest.param(key, *case, id=f"{CONFIGS[key].name()}-{i}"))
+                out.append(pytest.param(key, *case, id=f"{ALL_CONFIGS[key].name()}-{i}"))
     return out
 
 
 @pytest.mark.parametrize("key, small, k, splits, alpha, beta", _variant_cases())
 def test_each_variant(key, small, k, splits, alpha, beta):
-    _check_case(CONFIGS[key], small, k, splits, alpha, beta)
+    _check_case(ALL_CONFIGS[key], small, k, splits, alpha, beta)
 
 
 def _check_case(cfg, small, k, splits, alpha, beta):
@@ -122,7 +129,13 @@ def _check_case(cfg, small, k, splits, alpha, beta):
     m, n, k = _shape(cfg, small, k)
     seed = _seed(cfg.name(), m, n, k, splits)
     rng = np.random.default_rng(seed)
-    ops = make_operands(rng, cfg.transa, cfg.transb, m, n, k, (1, 2, 3), nan_c=(beta == 0.0), ld_multiple=4)
+    if cfg.align == 16:
+        ops = make_operands(rng, cfg.transa, cfg.transb, m, n, k, (1, 2, 3), nan_c=(beta == 0.0), ld_multiple=4)
+    else:  # leading dimensions one past a multiple of 4, and (in _run) L one float into its buffer
+        rows = (m if cfg.transa == "N" else k, k if cfg.transb == "N" else n, m)
+        pads = tuple((1 - r) % 4 or 4 for r in rows)
+        ops = make_operands(rng, cfg.transa, cfg.transb, m, n, k, pads, nan_c=(beta == 0.0))
+        assert (ops.ldb if cfg.large == "B" else ops.lda) % 4 == 1
     ref = reference_gemm(cfg.transa, cfg.transb, m, n, k, alpha, ops.A, ops.lda, ops.B, ops.ldb, beta,
                          ops.C, ops.ldc)
     got = _run(cfg, m, n, k, alpha, beta, splits, ops)
@@ -182,6 +195,9 @@ def test_guard_sentences_name_the_value():
     assert "m=17 is above 16" in spec.can_implement(_problem(m=17))
     assert "B's address 0x7f0100000004 is not 16-byte aligned" in spec.can_implement(_problem(b=BASE + 2**32 + 4))
     assert "ldb=8193 is not a multiple of 4" in spec.can_implement(_problem(ldb=8193))
+    narrow = by_name(ALL_CONFIGS[("N", "N", "m", 4)].name())
+    assert narrow.can_implement(_problem(b=BASE + 2**32 + 4, ldb=8193)) is None  # any address and ld
+    assert "m=17 is above 16" in narrow.can_implement(_problem(m=17))
     spec_n = by_name(CONFIGS[("T", "N", "n")].name())
     assert "A's address" in spec_n.can_implement(_problem("T", "N", m=8192, n=3, a=BASE + 8))
     assert spec_n.can_implement(_problem("T", "N", m=8192, n=3, b=BASE + 2**32 + 4, ldb=8195)) is None
@@ -189,7 +205,8 @@ def test_guard_sentences_name_the_value():
 
 def test_every_variant_is_registered_with_its_loop():
     names = {s.name for s in GEMM_KERNELS if s.role == "skinny"}
-    assert names == {cfg.name() for cfg in skinny.MANIFEST} and len(names) == 8
+    assert names == {cfg.name() for cfg in skinny.MANIFEST} and len(names) == 16
+    assert {by_name(cfg.name()).align for cfg in skinny.MANIFEST} == {16, 4}
     modes = {(cfg.transa, cfg.transb, cfg.small): cfg.mode for cfg in skinny.MANIFEST}
     assert modes[("N", "N", "m")] == "dot" and modes[("N", "N", "n")] == "axpy"
     assert modes[("N", "T", "m")] == "axpy" and modes[("T", "N", "n")] == "dot"
@@ -220,3 +237,17 @@ def test_ptx_for_sm90_streams_with_16_byte_loads_and_no_local_memory():
     # K loop, those values spilled at the launch bound's 128 registers
     # (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 39).
     assert ptxs[names[0]].count("%tid.x") >= 3, f"{names[0]} reads tid only once"
+
+
+@pytest.mark.parametrize("cfg", [c for c in skinny.MANIFEST if c.align == 4], ids=lambda c: c.name())
+def test_the_4_byte_rows_copy_l_four_bytes_at_a_time(cfg):
+    """The generated text of a 4-byte row is its 16-byte row's with each copy of L split in four:
+    no wider copy, and as many copies of L as the 16-byte row's times four (its element-by-element
+    tail copies aside)."""
+    wide = next(c for c in skinny.MANIFEST if c.align == 16 and (c.transa, c.transb, c.small) ==
+                (cfg.transa, cfg.transb, cfg.small))
+    src, src16 = skinny.generate_source(cfg, cfg.name()), skinny.generate_source(wide, wide.name())
+    assert "cp_async16(" not in src and "cp_async8(" not in src
+    assert src.count("cp_async4(Lring") == 4 * src16.count("cp_async16(Lring")
+    assert src.replace(cfg.name(), "K").count("\n") - src16.replace(wide.name(), "K").count("\n") == \
+        3 * src16.count("cp_async16(Lring")
