@@ -36,7 +36,7 @@ from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["Split", "Candidate", "SPLIT_COUNTS", "MIN_SPLIT_CHUNK", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
            "ACCURACY_MIN_CHUNK", "MAX_SPLITS", "occupancy", "slots", "ctas", "granule", "split_of",
-           "split_counts", "split_refusal", "too_long", "enumerate_candidates", "longest_sum", "meets_accuracy", "parse_name", "is_backstop"]
+           "split_counts", "split_refusal", "too_long", "enumerate_candidates", "longest_sum", "meets_accuracy", "parse_name"]
 
 #: The least K a split-K slice keeps below :data:`ACCURACY_SPLIT_K`: a shorter slice costs its
 #: partial's traffic and the reduction for little work.
@@ -79,11 +79,6 @@ class Candidate(NamedTuple):
         if self.split is not None:
             return f"{self.spec.name}/s{self.split.splits}"
         return self.spec.name
-
-
-def is_backstop(spec: KernelSpec) -> bool:
-    """The general kernels: they accept every FP32 problem."""
-    return spec.backstop
 
 
 @functools.cache
