@@ -27,7 +27,7 @@ Tail plans (``VARIANT/tail``) are left out: their rectangles are the dispatcher'
 their times say little about one variant's rates. The loss is the sum over rows of the squared
 log ratio of predicted to measured time, plus a weak prior (``--prior``) pulling each rate's
 logarithm toward ``default_rates``, which decides the rates few rows constrain. It is minimised
-by block-coordinate descent: ``launch_s`` alone, then one variant's eight rates at a time with
+by block-coordinate descent: ``launch_s`` alone, then one variant's nine rates at a time with
 the rest fixed (most rows first), by a Nelder-Mead search on the logarithms of the rates
 within bounds (every rate positive; ``lone`` in (0, 1]; ``slow_ld`` and ``c_unaligned`` in
 [0.5, 4]), for ``--passes`` (6) passes, each but the first followed by a pattern move of all
@@ -39,8 +39,8 @@ each variant's row count and median absolute log error before (default rates) an
 about 2000 rows made from perturbed default rates with 3% noise, the fit takes about 30 s and
 lands at the noise; 4000 rows, about a minute.
 
-Writes the entry ``{"launch_s", "rates": {variant: [8 floats in RATE_FIELDS order]}, "source":
-{date, commit, device, rows, seed, median_abs_error}}`` under the device's key (``sm_90/132``)
+Writes the entry ``{"launch_s", "rates": {variant: [9 floats in RATE_FIELDS order]}, "source":
+{date, commit, device, rows, seed, median_abs_error}}`` under the device's key (``sm_90/132/6144b`` on an H200)
 into ``{"format": 1, "devices": {...}}`` at ``--write`` (default: the package's
 ``sgblas/dispatch/calibration.json``), keeping the file's other devices; and
 ``perf/results/calibrate_<UTC date-time>_<device>.json`` with the sweep's rows and the fit's
@@ -111,12 +111,15 @@ _RATE_BOUNDS: tuple[tuple[str, float, float], ...] = (
     ("rel", 1e-3, 1e2),     # c_bandwidth
     ("abs", 0.5, 4.0),      # c_unaligned
     ("abs", 1e-9, 1e-3),    # start_s
+    ("rel", 1e-3, 1e2),     # cta_bandwidth
 )
-_PRIOR_WIDTH = np.array([1.0, 1.0, 3.0, 1.0, 0.5, 1.0, 0.5, 3.0])
-_STEP = np.array([0.5, 0.4, 1.0, 0.5, 0.2, 0.5, 0.2, 1.0])
+_PRIOR_WIDTH = np.array([1.0, 1.0, 3.0, 1.0, 0.5, 1.0, 0.5, 3.0, 1.0])
+_STEP = np.array([0.5, 0.4, 1.0, 0.5, 0.2, 0.5, 0.2, 1.0, 0.5])
 #: A default of 0 s (a support kernel's ``cta_s``) is centred here instead.
 _TIME_FLOOR = 1e-7
 _LAUNCH_BOUNDS = (1e-8, 1e-3)
+#: Rates per variant.
+_N = len(_RATE_BOUNDS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,11 +389,11 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
     def set_state(x: np.ndarray) -> None:
         now["cal"] = now["cal"]._replace(launch_s=math.exp(float(x[0])))
         for i, v in enumerate(order):
-            rates[v] = model.Rates(*np.exp(x[1 + 8 * i:9 + 8 * i]).tolist())
+            rates[v] = model.Rates(*np.exp(x[1 + _N * i:1 + _N * (i + 1)]).tolist())
 
     def total(x: np.ndarray) -> float:
         set_state(x)
-        return sse(rows, now["cal"]) + sum(penalty(v, x[1 + 8 * i:9 + 8 * i]) for i, v in enumerate(order))
+        return sse(rows, now["cal"]) + sum(penalty(v, x[1 + _N * i:1 + _N * (i + 1)]) for i, v in enumerate(order))
 
     history: list[dict[str, Any]] = []
     x_last = None

@@ -1,13 +1,15 @@
 """The cost model: a candidate's predicted time on a device, from its variant's rates.
 
 A candidate (:mod:`sgblas.dispatch.candidates`) is one to four launches on the handle's
-stream. Each launch of a variant is predicted from eight rates of that variant
+stream. Each launch of a variant is predicted from nine rates of that variant
 (:class:`Rates`) and the device's SM count and occupancy:
 
 - **compute**: the busiest SM's CTAs, ``ceil(ctas / SMs)``, run in rounds of the variant's
   occupancy; a full round at ``flops`` (one SM full of its CTAs), a last partial round of
   ``r`` CTAs at ``min(1, r * lone)`` of it; each round adds ``cta_s`` (prologue, epilogue);
-- **memory**: the A and B tile bytes all CTAs load, at ``bandwidth``;
+- **memory**: the A and B tile bytes all CTAs load, at ``bandwidth``, and no faster than the
+  busiest SM's rounds of CTAs each stream their own bytes at ``cta_bandwidth`` (a CTA's loads
+  are latency-bound: one CTA with a long K, or a few, cannot draw the GPU's bandwidth);
 - **C**: the bytes of C (or of the partials) written, at ``c_bandwidth``, times
   ``c_unaligned`` when C's columns do not start on 128-byte lines; the last round's stores
   overlap nothing, so ``1 / rounds`` of that time is added;
@@ -17,9 +19,9 @@ stream. Each launch of a variant is predicted from eight rates of that variant
 - each launch also costs the device's ``launch_s``: the gap between back-to-back kernels.
 
 A split-K candidate adds the reduction's launch (the partials read, C read and written); a
-packed one the two copies; a tail plan the rectangles' own choices. The rates come from
+packed one the two copies; a tail plan the rectangles' own choices. Nine rates per variant. The rates come from
 ``calibration.json``, fitted by ``python -m perf.calibrate`` to times measured on one kind of
-device and keyed by compute capability and SM count (``sm_90/132``). On a device without an
+device and keyed by compute capability, SM count and memory bus width (``sm_90/132/6144b``). On a device without an
 entry, the rates are the defaults of :func:`default_rates`, scaled by its SM clock and memory
 bandwidth; sgblas says so once (logging, WARNING) and the dispatcher keeps its earlier rules
 (``docs/design.md``, "The cost model").
@@ -56,7 +58,7 @@ CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 
 
 class Rates(NamedTuple):
-    """A variant's eight parameters (see the module's docstring)."""
+    """A variant's nine parameters (see the module's docstring)."""
 
     flops: float        #: FLOP/s of one SM full of the variant's CTAs, in the steady state
     lone: float         #: the share of ``flops`` one CTA reaches alone on an SM
@@ -66,6 +68,7 @@ class Rates(NamedTuple):
     c_bandwidth: float  #: bytes/s of C or partials written, the whole GPU
     c_unaligned: float  #: factor on C's time when C's columns are not on 128-byte lines
     start_s: float      #: seconds a launch takes beyond the stream's launch gap
+    cta_bandwidth: float  #: bytes/s one CTA streams of its A and B tiles, at most
 
 
 RATE_FIELDS: tuple[str, ...] = Rates._fields
@@ -87,8 +90,10 @@ class Calibration(NamedTuple):
 
 
 def device_key(cc: tuple[int, int], props: DeviceProperties) -> str:
-    """The calibration key of a device: ``sm_90/132`` for compute capability 9.0 with 132 SMs."""
-    return f"sm_{cc[0]}{cc[1]}/{props.sm_count}"
+    """The calibration key of a device: compute capability, SM count and memory bus width
+    (``sm_90/132/6144b`` for an H200; an H100 SXM, also sm_90 with 132 SMs, is ``sm_90/132/5120b``:
+    its memory is slower, so its rates are its own)."""
+    return f"sm_{cc[0]}{cc[1]}/{props.sm_count}/{props.memory_bus_bits}b"
 
 
 @functools.cache
@@ -125,7 +130,7 @@ def default_rates(spec: KernelSpec, cc: tuple[int, int], props: DeviceProperties
     peak, dram = _peak_sm_flops(cc, props), _dram_bandwidth(props)
     occ = occupancy(spec, props)
     if spec.role in ("reduce", "pack", "scale"):
-        return Rates(peak, 1.0, 0.0, 0.8 * dram, 1.0, 0.8 * dram, 1.3, 2e-6)
+        return Rates(peak, 1.0, 0.0, 0.8 * dram, 1.0, 0.8 * dram, 1.3, 2e-6, 0.05 * dram)
     if spec.backstop:
         share = 0.35
     elif spec.role == "skinny":
@@ -134,7 +139,7 @@ def default_rates(spec: KernelSpec, cc: tuple[int, int], props: DeviceProperties
         share = 0.78 if spec.tile[0] * spec.tile[1] >= 128 * 128 else 0.7
         share *= 0.95 if spec.align == 4 else 1.0
     return Rates(share * peak, min(1.0, 1.5 / occ), 1e-6, (0.8 if spec.role == "skinny" else 3.0) * dram,
-                 1.0, 0.8 * dram, 1.3, 2e-6)
+                 1.0, 0.8 * dram, 1.3, 2e-6, 0.02 * dram)
 
 
 @functools.cache
@@ -148,6 +153,9 @@ def _calibration(key: str, cc: tuple[int, int], props: DeviceProperties) -> Cali
     rates = dict(defaults)
     for name, values in entry["rates"].items():
         if name in rates:  # a row since removed from the registry is ignored
+            if len(values) != len(RATE_FIELDS):
+                raise ValueError(f"the calibration of {key} gives {name} {len(values)} rates; this sgblas reads "
+                                 f"{len(RATE_FIELDS)} ({', '.join(RATE_FIELDS)})")
             rates[name] = Rates(*values)
     return Calibration(key, float(entry["launch_s"]), rates, True, dict(entry.get("source", {})))
 
@@ -186,10 +194,11 @@ def layout_flags(p: GemmProblem) -> int:
 
 
 def launch_seconds(r: Rates, sm_count: int, occ: int, n_ctas: int, cta_flops: float, ab_bytes: float,
-                   c_bytes: float, flags: int) -> float:
+                   c_bytes: float, flags: int, cta_bytes: float | None = None) -> float:
     """One launch of a kernel with rates ``r``: ``n_ctas`` CTAs of ``cta_flops`` each,
-    ``ab_bytes`` of A and B loaded and ``c_bytes`` of output written, on ``sm_count`` SMs
-    holding ``occ`` of its CTAs each (the stream's launch gap not included)."""
+    ``ab_bytes`` of A and B loaded (``cta_bytes`` by each CTA's loop: their mean when None) and
+    ``c_bytes`` of output written, on ``sm_count`` SMs holding ``occ`` of its CTAs each (the
+    stream's launch gap not included)."""
     per_sm = -(-n_ctas // sm_count)
     full, rem = divmod(per_sm, occ)
     compute = full * occ * cta_flops / r.flops
@@ -199,6 +208,9 @@ def launch_seconds(r: Rates, sm_count: int, occ: int, n_ctas: int, cta_flops: fl
     rounds = full + (1 if rem else 0)
     compute += rounds * r.cta_s
     memory = ab_bytes / r.bandwidth
+    streamed = rounds * (ab_bytes / n_ctas if cta_bytes is None else cta_bytes) / r.cta_bandwidth
+    if streamed > memory:
+        memory = streamed
     if flags & SLOW_LD:
         compute *= r.slow_ld
         memory *= r.slow_ld
@@ -244,14 +256,19 @@ def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibrat
         flags = layout_flags(p)
     m, n, k = p.m, p.n, p.k
     if spec.role == "skinny":
+        # A CTA works on its whole slice of the large dimension (QC) and on the row blocks of 4
+        # that hold the small one, whatever of them the problem fills: its loop's time follows
+        # its slice of K, not the useful work (1 x 1 x 2522 in one CTA is as slow as 1 x 512).
         cfg = spec.config
         s = split.splits
         tiles = spec.grid(m, n, 0)[0]
         small, large = (m, n) if cfg.small == "m" else (n, m)
+        rows = 4 * -(-small // 4)
         t = cal.launch_s + launch_seconds(cal.rates[spec.name], props.sm_count, occupancy(spec, props),
-                                          tiles * s, 2.0 * m * n * split.k_chunk / tiles,
+                                          tiles * s, 2.0 * cfg.QC * rows * split.k_chunk,
                                           4.0 * k * (large + tiles * small),
-                                          4.0 * m * n * s if s > 1 else 4.0 * m * n, flags & ~SLOW_LD)
+                                          4.0 * m * n * s if s > 1 else 4.0 * m * n, flags & ~SLOW_LD,
+                                          4.0 * split.k_chunk * (cfg.QC + small))
         return t + (_reduce_seconds(cal, props, m, n, s, flags) if s > 1 else 0.0)
     if spec.role == "splitk":
         s = split.splits

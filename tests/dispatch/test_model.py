@@ -39,7 +39,7 @@ def calibrated(monkeypatch, tmp_path):
     def install(rates: dict[str, list[float]], launch_s: float = 3e-6) -> None:
         path = tmp_path / "calibration.json"
         path.write_text(json.dumps({"format": 1, "devices": {
-            "sm_90/132": {"launch_s": launch_s, "rates": rates, "source": {"note": "synthetic"}}}}))
+            "sm_90/132/6144b": {"launch_s": launch_s, "rates": rates, "source": {"note": "synthetic"}}}}))
         monkeypatch.setattr(model, "load_calibrations", lambda: model.__dict__["_read"](str(path)))
         model._calibration.cache_clear()
 
@@ -59,7 +59,7 @@ def _random_problems(count: int, seed: int):
 
 
 def test_an_uncalibrated_device_keeps_the_rules_and_explain_says_so_once(caplog):
-    model._WARNED.discard("sm_90/132")
+    model._WARNED.discard("sm_90/132/6144b")
     p = problem(m=1000, n=1000, k=1000)
     with caplog.at_level(logging.WARNING, logger="sgblas"):
         quick = plan.choose(p, H200, WORKSPACE, quick=True)
@@ -67,7 +67,7 @@ def test_an_uncalibrated_device_keeps_the_rules_and_explain_says_so_once(caplog)
         full = plan.choose(p, H200, WORKSPACE)
         plan.choose(p, H200, WORKSPACE)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
-        "sgblas has no cost-model calibration for sm_90/132"]
+        "sgblas has no cost-model calibration for sm_90/132/6144b"]
     assert (quick.spec, quick.split) == (full.spec, full.split)
     assert full.candidate in {name for name, _ in full.ranking} and full.predicted_s > 0
 
@@ -126,7 +126,7 @@ def test_layout_flags(ta, tb, lda, ldb, c, ldc, flags):
 
 def test_a_calibration_is_keyed_by_compute_capability_and_sm_count(calibrated):
     rates = _rates()
-    rates["no_longer_in_the_registry"] = [1.0] * 8
+    rates["no_longer_in_the_registry"] = [1.0] * len(model.RATE_FIELDS)
     calibrated(rates)
     assert model.calibration_for(CC, H200).calibrated
     assert not model.calibration_for(CC, H200._replace(sm_count=114), warn=False).calibrated

@@ -175,7 +175,8 @@ def _true_calibration():
     rates = {s.name: model.default_rates(s, CC, props) for s in registry.REGISTRY}
     for name, (f, lone, cta, bw, slow, cbw, cu, start) in TRUE.items():
         d = rates[name]
-        rates[name] = model.Rates(d.flops * f, lone, cta, d.bandwidth * bw, slow, d.c_bandwidth * cbw, cu, start)
+        rates[name] = model.Rates(d.flops * f, lone, cta, d.bandwidth * bw, slow, d.c_bandwidth * cbw, cu, start,
+                                  d.cta_bandwidth * 1.5)
     return model.Calibration(model.device_key(CC, props), 2.5e-6, rates, True, {})
 
 
@@ -217,7 +218,7 @@ def test_fit_recovers_known_rates():
     from sgblas.dispatch import model
 
     rows, info = calibrate.rebuild_rows([_synthetic_doc(7, 200, noise=0.01)])
-    assert info["left_out"] == {} and info["key"] == "sm_90/100"
+    assert info["left_out"] == {} and info["key"] == "sm_90/100/6144b"
     assert 150 <= len(rows) <= 400
     assert {v for r in rows for v in r.variants} == set(TRUE)
     result = calibrate.fit(rows, info["key"], info["cc"], info["props"], passes=6, max_evals=300, log=None)
@@ -275,13 +276,13 @@ def test_from_file_writes_a_calibration_that_sgblas_reads(tmp_path, capsys):
     assert rc == 0, out
     assert "| sgemm_simt_nn_128x128x16_2s_a16 |" in out and "(all rows)" in out
     entries = model.load_calibrations(str(target))
-    assert set(entries) == {"sm_80/108", "sm_90/100"} and entries["sm_80/108"] == other
-    entry = entries["sm_90/100"]
+    assert set(entries) == {"sm_80/108", "sm_90/100/6144b"} and entries["sm_80/108"] == other
+    entry = entries["sm_90/100/6144b"]
     assert set(entry) == {"launch_s", "rates", "source"} and entry["launch_s"] > 0
     assert set(entry["rates"]) == set(TRUE)
     for values in entry["rates"].values():
         rates = model.Rates(*values)
-        assert len(values) == len(model.RATE_FIELDS) == 8
+        assert len(values) == len(model.RATE_FIELDS) == 9
         assert all(v > 0 for v in values) and 0 < rates.lone <= 1
         assert 0.5 <= rates.slow_ld <= 4 and 0.5 <= rates.c_unaligned <= 4
     source = entry["source"]
@@ -319,7 +320,7 @@ def test_measuring_run_fits_and_keeps_its_rows(tmp_path, monkeypatch, capsys):
     assert rc == 0, capsys.readouterr()
     assert seen["tool"] == "calibrate" and seen["seed"] == 21
     assert [c.index for c in seen["cases"]] == list(range(1, 43 + calibrate.DEFAULT_SKINNY, 2))
-    assert json.loads(target.read_text())["devices"]["sm_90/100"]["source"]["seed"] == 21
+    assert json.loads(target.read_text())["devices"]["sm_90/100/6144b"]["source"]["seed"] == 21
     (path,) = tmp_path.glob("calibrate_*.json")
     doc = json.loads(path.read_text())
     assert doc["rows"] and doc["fit"]["written_to"] == "cal.json" and doc["fit"]["after"] < doc["fit"]["before"]
@@ -481,7 +482,7 @@ def test_sweep_dry_run_under_simulator(tmp_path, capsys):
     assert rc == 0, out
     (path,) = tmp_path.glob("sweep_*_CUDA-simulator.json")
     doc = sweep.load_docs([path])[0]
-    assert doc["device"]["simulator"] and doc["sgblas_device"]["key"] == "sm_00/4"
+    assert doc["device"]["simulator"] and doc["sgblas_device"]["key"] == "sm_00/4/256b"
     (case,) = doc["cases"]
     assert case["status"] == "ok" and case["offsets"] == [1, 2, 3] and case["ld_class"] == "offset"
     timed = [r for r in doc["rows"] if r["call"] == "candidate"]
@@ -496,7 +497,7 @@ def test_sweep_dry_run_under_simulator(tmp_path, capsys):
     assert doc["command"][-2:] == ["--out", "<DIR>"] and str(tmp_path) not in path.read_text()
     # the rows rebuild as the problems they timed (the offsets' pointers included)
     rows, info = calibrate.rebuild_rows([doc])
-    assert len(rows) == len(timed) and info["key"] == "sm_00/4"
+    assert len(rows) == len(timed) and info["key"] == "sm_00/4/256b"
     assert all(r.problem.c_ptr % 16 == 12 for r in rows)
     # and the regret tool summarises the file
     assert regret.main(["--from", str(path), "--out", str(tmp_path)]) in (0, 1)
