@@ -475,6 +475,7 @@ def test_bad_arguments_exit(argv):
 
 @pytest.mark.skipif(not SIMULATOR, reason="a dry run is for the CUDA simulator; on a GPU run "
                                           "python -m perf.sweep --shapes 1024x1024x1024 instead")
+@pytest.mark.slow
 def test_sweep_dry_run_under_simulator(tmp_path, capsys):
     rc = sweep.main(["--shapes", "9x7x5", "--pairs", "TN", "--ld-class", "offset", "--candidates-limit", "2",
                      "--reps", "1", "--warmup", "0", "--out", str(tmp_path)])
