@@ -295,14 +295,6 @@ def _wave_fill(n_ctas: int, n_slots: int) -> float:
     return n_ctas / (-(-n_ctas // n_slots) * n_slots)
 
 
-def _chunked(k: int, splits: int, granule: int) -> Split:
-    """``splits`` slices of K rounded up to the granule; then as many splits as that needs, so
-    none is empty."""
-    chunk = -(-k // splits)
-    chunk = -(-chunk // granule) * granule
-    return Split(-(-k // chunk), chunk)
-
-
 def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int,
               accuracy: bool = False) -> tuple[Split | None, str]:
     """How ``spec`` (a split-K or skinny variant) would split ``p``: ``(Split, note)``, or
@@ -338,7 +330,7 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         if want > cap:
             return None, (f"k={p.k} would need {want} slices of at most {ACCURACY_CHUNK} for accuracy, "
                           f"and the workspace of {workspace_bytes} bytes holds {by_workspace} partials")
-        s = _chunked(p.k, want, granule)
+        s = split_of(spec, p.k, want)
         return s, f"{s.splits} slices of K for a shorter float32 sum (k >= {ACCURACY_SPLIT_K})"
     # One wave if that fills the slots well (fewest partials for the fill), else the fewest
     # splits whose whole waves are full enough, else the fullest waves (a slice kernel takes
@@ -357,7 +349,7 @@ def split_for(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
                 best, best_fill = s, max(f, best_fill)
     if spec.role != "skinny" and p.k >= ACCURACY_SPLIT_K:
         best = max(best, cap)
-    s = _chunked(p.k, best, granule)
+    s = split_of(spec, p.k, best)
     f = _wave_fill(tiles * s.splits, n_slots)
     per_sm = f" ({n_slots // props.sm_count} a SM for the axpy loop)" if n_slots < resident else ""
     return s, (f"{tiles} tiles x {s.splits} slices of K = {tiles * s.splits} CTAs fill {f:.0%} of the "

@@ -45,7 +45,7 @@ from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["Rates", "Calibration", "RATE_FIELDS", "CALIBRATION_FILE", "device_key", "calibration_for",
            "default_rates", "layout_flags", "SLOW_LD", "C_UNALIGNED", "predict", "launch_seconds",
-           "load_calibrations", "Floor", "DEFAULT_LAUNCH_S"]
+           "load_calibrations", "Floor", "DEFAULT_LAUNCH_S", "no_rectangles"]
 
 log = logging.getLogger("sgblas")
 
@@ -303,6 +303,7 @@ class Floor:
 
     def __init__(self, p: GemmProblem, props: DeviceProperties, cal: Calibration, cands: list) -> None:
         self.p, self.props, self.cal = p, props, cal
+        self.flags = layout_flags(p)
         self.fastest = max(cal.rates[c.spec.name].flops for c in cands)
         self.reduce: dict[int, float] = {}
 
@@ -315,12 +316,22 @@ class Floor:
         waves (exact) and each rectangle's work at the fastest variant's rate."""
         p, cal = self.p, self.cal
         if c.tail is not None:
-            t = predict(c, p, self.props, cal, lambda rect: 0.0)
-            return t + sum(cal.launch_s + self._work(rows, cols, p.k, self.fastest) for _, _, rows, cols in c.tail.rects)
+            return predict(c, p, self.props, cal, no_rectangles, self.flags) + self.rectangles(c)
         t = cal.launch_s + self._work(p.m, p.n, p.k, cal.rates[c.spec.name].flops)
         s = c.split.splits if c.split is not None else 1
         if s > 1:
             if s not in self.reduce:
-                self.reduce[s] = _reduce_seconds(cal, self.props, p.m, p.n, s, layout_flags(p))
+                self.reduce[s] = _reduce_seconds(cal, self.props, p.m, p.n, s, self.flags)
             t += self.reduce[s]
         return t
+
+    def rectangles(self, c: Candidate) -> float:
+        """At most the time of a tail plan's rectangles: each one's launch gap and its work at
+        the fastest variant's rate on every SM."""
+        k, cal = self.p.k, self.cal
+        return sum(cal.launch_s + self._work(rows, cols, k, self.fastest) for _, _, rows, cols in c.tail.rects)
+
+
+def no_rectangles(rect: tuple[int, int, int, int]) -> float:
+    """``predict``'s ``rectangle_seconds`` for a tail plan's whole waves alone."""
+    return 0.0

@@ -216,22 +216,23 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
         if t < best_t:
             best, best_t = c, t
     # Splits and tail plans cost more to predict; on a call's path, those whose lower bound
-    # (:func:`sgblas.dispatch.model.lower_bound`) cannot beat the best so far are not predicted.
+    # (:class:`sgblas.dispatch.model.Floor`) cannot beat the best so far are not predicted.
     floor = _model.Floor(p, props, cal, cands)
     subs: dict = {}
     for c in later:
-        if quick and floor.lower_bound(c) >= best_t:
-            continue
         if c.tail is None:
+            if quick and floor.lower_bound(c) >= best_t:
+                continue
             t = _model.predict(c, p, props, cal, None, flags)
         else:
-            t = 0.0
+            t = _model.predict(c, p, props, cal, _model.no_rectangles, flags)  # the whole waves
+            if quick and t + floor.rectangles(c) >= best_t:
+                continue
             for rect in c.tail.rects:
                 if rect not in subs:
                     sub = choose(_sub_problem(p, rect), props, workspace_bytes, quick=True, rectangle=True)
                     subs[rect] = (sub, sub.predicted_s if sub.spec is not None else float("inf"))
                 t += subs[rect][1]
-            t += _model.predict(c, p, props, cal, _no_seconds, flags)
         timed.append((c, t))
         if t < best_t:
             best, best_t = c, t
@@ -254,10 +255,6 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
         note = "; ".join(filter(None, (note, LAUNCH_NOTE)))
     return Choice(best.spec, refused, tuple(passed_over.items()) + tuple(passed), best.split, note, tail, tail_ctas,
                   best.name, best_t, ranking)
-
-
-def _no_seconds(rect: tuple[int, int, int, int]) -> float:
-    return 0.0
 
 
 def _by_rules(legal: list, refused: tuple, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
@@ -362,19 +359,16 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
                 return None
             plan = make_plan(handle, choice.spec, choice.split, m, n, k, c_ptr, ldc)
             if choice.tail:
-                plan = plan._replace(grid=(choice.tail_ctas, 1, 1), tail=tuple(
-                    _tail_part(handle, sub, rect, ta, tb, k, lda, ldb, c_ptr, ldc) for rect, sub in choice.tail))
+                plan = _with_tail(handle, plan, choice.tail_ctas, choice.tail, ta, tb, k, lda, ldb, c_ptr, ldc)
         else:
             spec = registry.SCALE_KERNEL
             plan = Plan(spec.role, spec, handle._kernels[spec.name], spec.grid(m, n, k),
                         after=handle.properties.programmatic_launch)
-        if len(plans) >= PLAN_CACHE_SIZE:
-            plans.clear()
-        plans[key] = plan
+        _remember(plans, key, plan)
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("new shape class on device %d: %s%s m=%d n=%d k=%d (pointers mod 16: %d %d %d, "
-                      "lda %d, ldb %d, ldc mod 4 %d) runs %s%s", handle.device, ta, tb, m, n, k, a_ptr & 15,
-                      b_ptr & 15, c_ptr & 15, lda, ldb, ldc & 3, plan.spec.name,
+            log.debug("new shape class on device %d: %s%s m=%d n=%d k=%d (pointers mod 16: %d %d, C's mod 128: "
+                      "%d, lda %d, ldb %d, ldc mod 32 %d) runs %s%s", handle.device, ta, tb, m, n, k, a_ptr & 15,
+                      b_ptr & 15, c_ptr & 127, lda, ldb, ldc & 31, plan.spec.name,
                       f" split {plan.splits} ways" if plan.splits > 1 else "")
     return plan
 
@@ -446,12 +440,23 @@ def plan_named(handle: Any, name: str, ta: str, tb: str, m: int, n: int, k: int,
                               rectangle=True)) for rect in found.tail.rects]
         if any(sub.spec is None for _, sub in subs):
             return f"candidate={name!r}: no variant runs a rectangle of its tail"
-        plan = plan._replace(grid=(found.tail.ctas, 1, 1), tail=tuple(
-            _tail_part(handle, sub, rect, ta, tb, k, lda, ldb, c_ptr, ldc) for rect, sub in subs))
+        plan = _with_tail(handle, plan, found.tail.ctas, subs, ta, tb, k, lda, ldb, c_ptr, ldc)
+    _remember(plans, key, plan)
+    return plan
+
+
+def _remember(plans: dict, key: tuple, plan: Plan) -> None:
+    """Memoise ``plan`` under ``key``; a full memo starts over."""
     if len(plans) >= PLAN_CACHE_SIZE:
         plans.clear()
     plans[key] = plan
-    return plan
+
+
+def _with_tail(handle: Any, plan: Plan, ctas: int, subs: Any, ta: str, tb: str, k: int, lda: int, ldb: int,
+               c_ptr: int, ldc: int) -> Plan:
+    """``plan`` over its first ``ctas`` CTAs, then each ``(rectangle, Choice)`` of ``subs``."""
+    return plan._replace(grid=(ctas, 1, 1), tail=tuple(
+        _tail_part(handle, sub, rect, ta, tb, k, lda, ldb, c_ptr, ldc) for rect, sub in subs))
 
 
 def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int, k: int,
