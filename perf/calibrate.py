@@ -12,9 +12,12 @@ rectangles), each in all four transpose pairs with the leading-dimension class t
 the pairs, then ``--random`` (200) random shapes from ``--seed`` (20261204, printed): m, n, k
 log-uniform over 1..20000 with at most 2**37 FLOPs, every pair and ld class (tight, odd,
 padded, offset) in equal shares; then ``--skinny`` (128) shapes drawn alike from ``--seed`` + 1
-but with m or n log-uniform over 1..16, padded or tight, each pair and small side in turn (the
-skinny variants need a small side and 16-byte leading dimensions, which the shapes before give
-them few of; ``--skinny 0`` leaves them out). Each case is swept as ``python -m perf.sweep``
+but with m or n log-uniform over 1..16, each pair and small side in turn and each ld class in
+turn (the skinny variants need a small side, which the shapes before give them few of; the
+16-byte rows take the padded and tight lds, the 4-byte rows every class; ``--skinny 0`` leaves
+them out); then ``--small`` (64) shapes from ``--seed`` + 2 with every side log-uniform over
+1..600 (the 64x64 tiles and their short splits, which the shapes before give few rows of:
+issue 43). Each case is swept as ``python -m perf.sweep``
 does it (every legal candidate timed by name, L2-cold, CUDA events, the median).
 
 The fit: every row of a candidate that ran and passed its check is rebuilt as the
@@ -73,6 +76,7 @@ __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_RANDOM",
     "DEFAULT_SKINNY",
+    "DEFAULT_SMALL",
     "DEFAULT_LAUNCH_S",
     "FitRow",
     "FitResult",
@@ -94,6 +98,9 @@ DEFAULT_RANDOM = 200
 #: give the eight skinny variants few rows each (they need a small side and 16-byte lds), and a
 #: fit to made-up rates missed some skinny shapes by up to 37% without these, 16% with them.
 DEFAULT_SKINNY = 128
+DEFAULT_SMALL = 64
+#: The largest side of the ``--small`` shapes.
+SMALL_MAX_DIM = 600
 #: The launch gap the model assumes on a device without a calibration: where the fit of
 #: ``launch_s`` starts.
 DEFAULT_LAUNCH_S = model.DEFAULT_LAUNCH_S
@@ -128,15 +135,18 @@ _N = len(_RATE_BOUNDS)
 
 def calibration_cases(seed: int = DEFAULT_SEED, count: int = DEFAULT_RANDOM, skinny: int = DEFAULT_SKINNY,
                       pairs: Sequence[str] = bench.PAIRS, ld_classes: Sequence[str] = sweep.LD_CLASSES,
-                      max_dim: int | None = None) -> list[sweep.SweepCase]:
+                      max_dim: int | None = None, small: int = DEFAULT_SMALL) -> list[sweep.SweepCase]:
     """``perf.bench``'s default shapes in every pair (the ld class turning over the pairs),
     then ``count`` random shapes from ``seed`` (:func:`perf.sweep.random_cases`), then
-    ``skinny`` shapes with m or n at most 16 from ``seed + 1`` (:func:`perf.sweep.skinny_cases`);
-    ``max_dim`` drops the bench shapes with a larger dimension."""
+    ``skinny`` shapes with m or n at most 16 from ``seed + 1`` (:func:`perf.sweep.skinny_cases`,
+    every ld class), then ``small`` shapes with every side at most :data:`SMALL_MAX_DIM` from
+    ``seed + 2``; ``max_dim`` drops the bench shapes with a larger dimension."""
     shapes = [s for s in sweep.bench_shapes("all") if max_dim is None or max(s[:3]) <= max_dim]
     cases = sweep.rotated_cases(shapes, pairs, ld_classes)
     cases += sweep.random_cases(count, seed, pairs, ld_classes, start=len(cases))
-    return cases + sweep.skinny_cases(skinny, seed + 1, pairs, start=len(cases))
+    cases += sweep.skinny_cases(skinny, seed + 1, pairs, ld_classes, start=len(cases))
+    return cases + sweep.random_cases(small, seed + 2, pairs, ld_classes, start=len(cases),
+                                      max_dim=SMALL_MAX_DIM, shape_set="small")
 
 
 # --------------------------------------------------------------------------------------------
@@ -510,8 +520,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--random", type=int, default=DEFAULT_RANDOM, metavar="N",
                        help=f"random shapes after perf.bench's shapes (default: {DEFAULT_RANDOM})")
     group.add_argument("--skinny", type=int, default=DEFAULT_SKINNY, metavar="N",
-                       help=f"then shapes with m or n at most 16, padded or tight, every pair and small "
-                            f"side in turn, from seed + 1 (default: {DEFAULT_SKINNY}; 0: none)")
+                       help=f"then shapes with m or n at most 16, every pair, small side and ld class in "
+                            f"turn, from seed + 1 (default: {DEFAULT_SKINNY}; 0: none)")
+    group.add_argument("--small", type=int, default=DEFAULT_SMALL, metavar="N",
+                       help=f"then shapes with every side at most {SMALL_MAX_DIM}, from seed + 2 "
+                            f"(default: {DEFAULT_SMALL}; 0: none)")
     group.add_argument("--seed", type=int, default=DEFAULT_SEED,
                        help=f"seed of the random shapes and of the operands (default: {DEFAULT_SEED})")
     group.add_argument("--pairs", type=bench.parse_pairs, default=bench.PAIRS, metavar="NN,NT,TN,TT",
@@ -540,7 +553,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sweep.add_timing_args(parser)
     args = parser.parse_args(argv)
     sweep.check_timing_args(parser, args)
-    if args.random < 0 or args.skinny < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1:
+    if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1:
         parser.error("--random, --passes, --max-evals, --prior or --max-block-rows is out of range")
     return args
 
@@ -555,7 +568,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sgblas.dispatch import model
 
     args = parse_args(argv)
-    cases = sweep.shard(calibration_cases(args.seed, args.random, args.skinny, args.pairs, max_dim=args.max_dim),
+    cases = sweep.shard(calibration_cases(args.seed, args.random, args.skinny, args.pairs, max_dim=args.max_dim,
+                                             small=args.small),
                         args.shard)
     if args.list:
         print(f"seed {args.seed}")

@@ -207,7 +207,7 @@ def skinny_cases(count: int, seed: int, pairs: Sequence[str] = bench.PAIRS,
     """``count`` shapes whose m (even draws) or n (odd ones) is log-uniform over 1..``small``,
     the others as :func:`random_shapes` draws them: what the skinny variants run. Each pair
     takes each small side in turn, and each run of ``2 * len(pairs)`` shapes the next ld class
-    (by default padded and tight: the skinny variants' 16-byte loads need lds of whole 16 bytes)."""
+    (by default padded and tight: the 16-byte skinny variants' loads need lds of whole 16 bytes)."""
     cases = []
     for i, (m, n, k) in enumerate(random_shapes(count, seed, max_dim, max_flop, small)):
         pair = pairs[(i // 2) % len(pairs)]

@@ -38,9 +38,11 @@ __all__ = ["Split", "Candidate", "SPLIT_COUNTS", "MIN_SPLIT_CHUNK", "ACCURACY_SP
            "ACCURACY_MIN_CHUNK", "MAX_SPLITS", "occupancy", "slots", "ctas", "granule", "split_of",
            "split_counts", "split_refusal", "too_long", "enumerate_candidates", "longest_sum", "meets_accuracy", "parse_name"]
 
-#: The least K a split-K slice keeps below :data:`ACCURACY_SPLIT_K`: a shorter slice costs its
-#: partial's traffic and the reduction for little work.
-MIN_SPLIT_CHUNK: int = 256
+#: The least K a split-K slice keeps below :data:`ACCURACY_SPLIT_K`: four K steps of a slice
+#: kernel. Whether a short slice pays for its partial's traffic and the reduction is the cost
+#: model's to say; small products (sides of a few hundred) need slices this short to fill the
+#: device at all (issue 43).
+MIN_SPLIT_CHUNK: int = 64
 #: From this K on, the accuracy policy holds: every float32 sum at most :data:`ACCURACY_CHUNK`
 #: long ...
 ACCURACY_SPLIT_K: int = 16384

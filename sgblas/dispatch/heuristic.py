@@ -83,7 +83,7 @@ __all__ = ["FILL_TARGET", "WAVE_TARGET", "SKINNY_MIN_BYTES", "MIN_SPLIT_CHUNK", 
            "WIDE_THREAD_K", "WIDE_THREAD_ONE_WAVE_K", "Ranked", "Split", "occupancy", "slots", "ctas",
            "fill", "rank", "split_of", "split_for", "pinned_split", "is_backstop", "thread_tile",
            "wide_thread_tile_pays", "eight_lanes_pay", "packing_pays", "smaller_tile_pays", "WAVE_SWAP_BELOW",
-           "WAVE_SWAP_FROM", "TAIL_WAVE_BELOW", "tail_pays", "NARROW_SPLIT_NOTE", "UNTIMED_SKINNY_NOTE"]
+           "WAVE_SWAP_FROM", "TAIL_WAVE_BELOW", "tail_pays", "NARROW_SPLIT_NOTE", "UNTIMED_NOTE", "untimed_by_rules"]
 
 #: The share of the GPU's resident CTA slots a tile must fill with its first wave to be
 #: preferred over a smaller tile, and below which a problem has "few output tiles".
@@ -93,7 +93,8 @@ WAVE_TARGET: float = 0.9
 #: The least K a split-K slice keeps: below it the partials' traffic and the second launch
 #: cost more than the fuller GPU gains (docs/tuning.md, "Run E": 1024^3 gains from slices of
 #: 256).
-MIN_SPLIT_CHUNK: int = _candidates.MIN_SPLIT_CHUNK
+#: The rules' least slice (the candidates' is shorter: :data:`sgblas.dispatch.candidates.MIN_SPLIT_CHUNK`).
+MIN_SPLIT_CHUNK: int = 256
 #: Rule 3a: the 128x128 tiles' whole-wave fill below which, and the 128x64 tiles' from which,
 #: TN's 4-byte class takes the 128x64 row (:func:`smaller_tile_pays`; docs/tuning.md, run S).
 WAVE_SWAP_BELOW: float = 0.8
@@ -105,9 +106,11 @@ TAIL_WAVE_BELOW: float = 0.94
 NARROW_SPLIT_NOTE: str = ("the 4-byte slice kernels split only a tail plan's rectangles (rule 6); a few-tile "
                           "problem in the 4-byte class keeps the tile kernels, as it ran before they existed "
                           "(its split was not timed against them)")
-#: Why the rules pass over a skinny row of a narrower alignment class than 16 bytes.
-UNTIMED_SKINNY_NOTE: str = ("the rules take the 16-byte skinny rows only: the narrower classes' rows are weighed by "
-                            "the cost model, which chooses on a device with a calibration")
+#: Why the rules pass over a row that came after them: a skinny row of a narrower alignment
+#: class than 16 bytes, or a CTA tile smaller than 128 x 64.
+UNTIMED_NOTE: str = ("the rules take the rows they were tuned with only (the 16-byte skinny rows, CTA tiles from "
+                     "128 x 64): the later rows are weighed by the cost model, which chooses on a device with a "
+                     "calibration")
 #: The least size of a skinny product's large operand, in bytes, for the skinny kernels: below
 #: it a call is bound by launch latency rather than bandwidth, and the tile kernels run it.
 SKINNY_MIN_BYTES: int = 4 * 1024 * 1024
@@ -371,6 +374,12 @@ def pinned_split(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, work
     return Split(splitk.MIN_PARTIALS, chunk)
 
 
+def untimed_by_rules(spec: KernelSpec) -> bool:
+    """Whether ``spec`` came after the rules were last tuned (:data:`UNTIMED_NOTE`)."""
+    return (spec.role == "skinny" and spec.align != 16) or (
+        spec.role in ("gemm", "splitk") and spec.config is not None and spec.tile[0] * spec.tile[1] < 128 * 64)
+
+
 def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
          workspace_bytes: int, rectangle: bool = False) -> list[Ranked]:
     """``legal`` (GEMM variants that can run ``p``) in the order the heuristic prefers them,
@@ -382,9 +391,10 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
         need = spec.workspace(p.m, p.n, p.k)
         (fits if need <= workspace_bytes else short).append((spec, need))
     # Both sides small: the kernel with the larger other side has more CTAs.
-    # The skinny rows of the narrower alignment classes came after these rules were last
-    # tuned: only the cost model weighs them (UNTIMED_SKINNY_NOTE).
-    untimed = [s for s, _ in fits if s.role == "skinny" and s.align != 16]
+    # The rows that came after these rules were last tuned: only the cost model weighs them
+    # (UNTIMED_NOTE).
+    untimed = [s for s, _ in fits if untimed_by_rules(s)]
+    fits = [(s, need) for s, need in fits if not untimed_by_rules(s)]
     skinnies = sorted((s for s, _ in fits if s.role == "skinny" and s.align == 16),
                       key=lambda s: -(p.n if s.config.small == "m" else p.m))
     large = 4 * max(p.m, p.n) * p.k
@@ -501,7 +511,7 @@ def rank(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
     for spec in small_skinny:
         out.append(Ranked(spec, small_reasons[spec.name]))
     for spec in untimed:
-        out.append(Ranked(spec, UNTIMED_SKINNY_NOTE))
+        out.append(Ranked(spec, UNTIMED_NOTE))
     for spec in packed:
         if spec.name in packed_reasons:
             out.append(Ranked(spec, packed_reasons[spec.name]))

@@ -195,6 +195,15 @@ _T64_KA = dict(_T64, min_blocks=3)
 #: takes it only for a long K per CTA (docs/history/tuning-ladder-3-runs-g-to-i.md, "Run G").
 _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
 
+#: 64x64x16 with 2 warps of 32 x 64 (8 x 8 thread tiles, 64 threads): four times the CTAs of
+#: the 128x128 tile for small and narrow products (issue 43), whose few large tiles leave most
+#: SMs idle or most of a tile empty; with split-K its CTAs fill the device from sides of a few
+#: hundred. Each thread stages twice the slice of a k-major operand that a 128x64 tile's does,
+#: so at 8 CTAs per SM (128 registers) NT's row and the NN and NT slice kernels spilled: 6 CTAs
+#: (170 registers) in every pair; TN's 4-byte row kept a 456-byte stack frame with 4 lanes a
+#: k-major column and none with 8 (``kq=8``).
+_T6464 = dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=1, LANES_M=4, group_m=8, min_blocks=6)
+
 #: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
 #: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
 #: tests follow from it. Every pair has both tiles in the 16- and 4-byte classes and the large
@@ -241,6 +250,14 @@ SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T64, transa="N", transb="T", align=4),
     TileConfig(**_T64_KA, transa="T", transb="N", align=4),
     TileConfig(**_T64_KA, transa="T", transb="T", align=4),
+    TileConfig(**_T6464, transa="N", transb="N", align=16),
+    TileConfig(**_T6464, transa="N", transb="T", align=16),
+    TileConfig(**_T6464, transa="T", transb="N", align=16),
+    TileConfig(**_T6464, transa="T", transb="T", align=16),
+    TileConfig(**_T6464, transa="N", transb="N", align=4),
+    TileConfig(**_T6464, transa="N", transb="T", align=4),
+    TileConfig(**_T6464, transa="T", transb="N", align=4, kq=8),
+    TileConfig(**_T6464, transa="T", transb="T", align=4),
 )
 
 _PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))

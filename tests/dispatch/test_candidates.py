@@ -122,13 +122,14 @@ def test_find_candidate_refuses_what_cannot_run_with_the_reason():
         split.name: "name the number of slices",
         f"{tile.name}/s2": "does not split K",
         f"{split.name}/s28": "name " + split.name + "/s27",   # 28 slices of 304 leave the last empty
-        f"{split.name}/s64": "shorter than 256",
         f"{tile.name}/tail": "leave no last wave",
     }
     for name, words in cases.items():
         why = find_candidate(p, H200_PROPS, WORKSPACE, name)
         assert isinstance(why, str) and words in why, (name, why)
         assert name in why or name == "sgemm_nothing_like_it"
+    short_k = problem(m=256, n=256, k=1000)
+    assert f"shorter than {cand.MIN_SPLIT_CHUNK}" in find_candidate(short_k, H200_PROPS, WORKSPACE, f"{split.name}/s32")
     why = find_candidate(p, H200_PROPS, 0, f"{split.name}/s2")
     assert "bytes of workspace" in why
     long_k = problem(m=256, n=256, k=20000)
@@ -146,7 +147,7 @@ def test_a_split_count_off_the_ladder_is_a_candidate_by_name():
 def test_a_skinny_product_at_an_odd_leading_dimension_has_4_byte_skinny_candidates():
     """The rules keep to the 16-byte skinny rows (the narrower ones came after they were tuned)
     and say so; the candidates include the 4-byte rows, which the cost model weighs."""
-    from sgblas.dispatch.heuristic import UNTIMED_SKINNY_NOTE
+    from sgblas.dispatch.heuristic import UNTIMED_NOTE
     from sgblas.dispatch.plan import choose
 
     p = problem(m=3, n=8192, k=8192, ldb=8193)
@@ -156,4 +157,4 @@ def test_a_skinny_product_at_an_odd_leading_dimension_has_4_byte_skinny_candidat
     found, _ = cand.enumerate_candidates(legal, p, H200_PROPS, WORKSPACE)
     assert any(c.spec in skinny and c.split.splits > 1 for c in found)
     c = choose(p, H200_PROPS, WORKSPACE)
-    assert c.spec.role != "skinny" and dict(c.passed_over)[skinny[0].name] == UNTIMED_SKINNY_NOTE
+    assert c.spec.role != "skinny" and dict(c.passed_over)[skinny[0].name] == UNTIMED_NOTE
