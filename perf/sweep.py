@@ -348,6 +348,8 @@ def add_timing_args(parser: argparse.ArgumentParser, *, confirm: int = 0) -> Non
     group.add_argument("--candidates-limit", type=int, default=0, metavar="N",
                        help="time only the N candidates of least predicted time, and the chosen "
                             "one (default: 0, every legal candidate)")
+    group.add_argument("--plain-only", action="store_true",
+                       help="time no candidate by name: only the plain call (and cuBLAS with --cublas)")
     group.add_argument("--only", default=None, metavar="TEXT[,TEXT]",
                        help="time only the candidates whose names contain one of these strings "
                             "(and the chosen one)")
@@ -441,6 +443,8 @@ def _stats(samples: Sequence[float]) -> dict[str, Any]:
 
 
 def _select(ranking: Sequence[tuple[str, float]], chosen: str | None, args: argparse.Namespace) -> list[str]:
+    if getattr(args, "plain_only", False):
+        return []
     names = [name for name, _ in ranking]
     if args.only:
         keep = [s.strip() for s in args.only.split(",") if s.strip()]
