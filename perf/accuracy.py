@@ -12,11 +12,11 @@ What is measured, and how:
 - **Accuracy.** For each distribution (``normal``: standard normal; ``uniform``: [0, 1), all
   terms of one sign, where a sum's rounding errors add up) and each K, A (m x K) and B (K x n)
   are drawn on the GPU in float32, C = A B is computed by sgblas (``sgblas.sgemm``, the kernel
-  its heuristic chooses, recorded with the number of K splits) and by cuBLAS ``gemmEx`` with
+  sgblas chooses, recorded with the number of K splits) and by cuBLAS ``gemmEx`` with
   ``CUBLAS_COMPUTE_32F_PEDANTIC`` (``perf.bench.CublasPedantic``), and each is compared with
   the float64 product of the same float32 inputs (CuPy float64 matmul on the GPU):
   ``||C - C64||_F / ||C64||_F``. The ratio sgblas / cuBLAS below 1 means sgblas is closer.
-- **Cost of a split** (``--cost``): for shapes where the heuristic splits K, the median time of
+- **Cost of a split** (``--cost``): for shapes where sgblas's choice splits K, the median time of
   the split call (the handle's default workspace) and of the same call without one
   (``workspace_bytes=0``: the tile kernel), both with their errors against float64.
 - **Bandwidth** (``--bandwidth``): a 1 GiB device-to-device copy (bytes read + written over
@@ -26,7 +26,7 @@ What is measured, and how:
 - **Emulation** (``--emulate``, no GPU): the same error for sgblas's summation structure
   computed on the CPU: each of S slices summed in k order with one rounding per step (a fused
   multiply-add: the float64 sum of the exact product, rounded to float32), then the float32
-  partials added in the reduction's fixed order (``sgblas.kernels.reduce.order``); S is what the heuristic picks on a 132-SM device with the
+  partials added in the reduction's fixed order (``sgblas.kernels.reduce.order``); S is sgblas's choice on a 132-SM device with the
   default workspace (``--splits`` overrides it), at m = n = min(m, 128). Used to predict an error before a device run;
   it reproduced the device's figures to about 1% (docs/tuning.md).
 
@@ -87,7 +87,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=30, help="timed calls per measurement (default 30)")
     p.add_argument("--emulate", action="store_true", help="CPU emulation of sgblas's error only (no GPU)")
     p.add_argument("--splits", type=parse_ints, default=None, metavar="S,S,...",
-                   help="with --emulate: these split counts instead of the heuristic's")
+                   help="with --emulate: these split counts instead of sgblas's choice")
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--out", type=Path, default=results_io.RESULTS_DIR, metavar="DIR")
     args = p.parse_args(argv)
@@ -336,10 +336,10 @@ def emulate(args) -> list[dict[str, Any]]:
             p = GemmProblem((9, 0), MathMode.FP32, "N", "N", args.m, args.m, k, base, args.m, base + 2**34, k,
                             base + 2**35, args.m)
             choice = choose(p, h200, DEFAULT_WORKSPACE_BYTES)
-            heuristic_splits = choice.split.splits if choice.split else 1
-            for splits in (args.splits or (heuristic_splits,)):
+            chosen_splits = choice.split.splits if choice.split else 1
+            for splits in (args.splits or (chosen_splits,)):
                 err = emulated_error(dist, k, splits, min(args.m, 128), args.seed + k)
-                rows.append(dict(dist=dist, k=k, m=args.m, splits=splits, heuristic_splits=heuristic_splits,
+                rows.append(dict(dist=dist, k=k, m=args.m, splits=splits, chosen_splits=chosen_splits,
                                  emulated_rel_error=err))
                 print(f"  emulated {dist:>7} K={k:>6} S={splits:>3}: {err:.3e}", flush=True)
     return rows

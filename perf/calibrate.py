@@ -43,7 +43,7 @@ about 2000 rows made from perturbed default rates with 3% noise, the fit takes a
 lands at the noise; 4000 rows, about a minute.
 
 Writes the entry ``{"launch_s", "rates": {variant: [9 floats in RATE_FIELDS order]}, "source":
-{date, commit, device, rows, seed, median_abs_error}}`` under the device's key (``sm_90/132/6144b`` on an H200)
+{date, commit, device, rows, seed, median_abs_error}}`` under the device's key (``sm_90/132/6016b`` on an H200)
 into ``{"format": 1, "devices": {...}}`` at ``--write`` (default: the package's
 ``sgblas/dispatch/calibration.json``), keeping the file's other devices; and
 ``perf/results/calibrate_<UTC date-time>_<device>.json`` with the sweep's rows and the fit's

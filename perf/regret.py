@@ -21,8 +21,8 @@ name) / the time of the fastest legal candidate. Printed and stored (``regret`` 
 file): the geometric mean, 95th percentile and maximum regret, the share of shapes where the
 choice was the fastest, the plain call's geometric mean over the fastest, the geometric mean by
 pair and by ld class, the 10 worst shapes with the chosen and the fastest candidate, and whether
-the device was calibrated (``explain().calibrated``: without a calibration the earlier rules
-choose). The acceptance bars of the cost model: geomean <= 1.03, p95 <= 1.10, max <= 1.25.
+the device was calibrated (``explain().calibrated``: without a calibration the default rates
+predict). The acceptance bars of the cost model: geomean <= 1.03, p95 <= 1.10, max <= 1.25.
 Also the host cost of a plan-cache miss (:func:`plan_miss_us`: choosing for each shape from
 nothing, on this machine's CPU; bar: a median of 100 us).
 
@@ -174,7 +174,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def report(summary: dict[str, Any]) -> str:
     """The summary as text: the figures beside their bars, the groups and the worst shapes."""
     cal = summary.get("calibrated")
-    state = {True: "calibrated", False: "not calibrated: the earlier rules choose"}.get(cal, cal)
+    state = {True: "calibrated", False: "not calibrated: default rates"}.get(cal, cal)
     lines = [f"regret over {summary['shapes']} shapes (device {state})"]
     for name, bar in summary["bars"].items():
         lines.append(f"  {name:>8} {_fmt(bar['value'])}   bar <= {bar['bar']:.2f}   "

@@ -12,10 +12,9 @@ long-K shapes of issue 13, 3-32 slices, both thread tiles of the pairs that have
 (512^3 to 1536^3 and a few rectangles: what ``sgblas.sgemm`` runs with a default handle against
 the unsplit 128x64 tile that ran them before split-K took short K, and in TN against the 128x64
 slice kernel that ran them before its 128x128 one existed), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
-variant at 1 to 32 splits: how many CTAs per SM each loop streams best with,
-``heuristic.AXPY_CTAS_PER_SM``). Every case is timed three ways in one process: cuBLAS
-``gemmEx`` PEDANTIC; ``sgblas.sgemm`` on a handle with the default workspace (the
-heuristic's choice, recorded with ``explain``'s note); and each listed variant and split count
+variant at 1 to 32 splits: how many CTAs per SM each loop streams best with). Every case is
+timed three ways in one process: cuBLAS ``gemmEx`` PEDANTIC; ``sgblas.sgemm`` on a handle with the default workspace (sgblas's
+choice, recorded with ``explain``'s note); and each listed variant and split count
 launched through ``sgblas.dispatch.plan.execute`` on a plan made for it (a handle with 512 MiB
 of workspace, so the split is not capped). Operands are random normal, rotating over enough
 sets to exceed 4x the L2; CUDA events around batches of calls on one stream, the median of 15
@@ -159,7 +158,7 @@ class Lab:
     def run(self, shape: tuple[int, int, int], pair: str, variants: list[tuple[str, int]]) -> dict[str, Any]:
         from perf.bench import Case
         from sgblas.dispatch import plan as plans
-        from sgblas.dispatch.heuristic import split_of
+        from sgblas.dispatch.candidates import split_of
         from sgblas.kernels.problem import GemmProblem
         from sgblas.kernels.spec import by_name
 

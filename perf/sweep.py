@@ -675,7 +675,7 @@ def run_cases(cases: Sequence[SweepCase], args: argparse.Namespace, *, tool: str
             "calibration_source": cal.source,
         }
         print(f"perf.{tool}: {len(cases)} cases on {device.get('name')} ({sgblas_device['key']}, "
-              f"{'calibrated' if cal.calibrated else 'uncalibrated: default rates, the earlier rules choose'}), "
+              f"{'calibrated' if cal.calibrated else 'uncalibrated: default rates'}), "
               f"arrays: {backend.name}, timer: {timing.name}", flush=True)
         width = max(20, *(len(c.label) for c in cases))
         loop_started = time.perf_counter()

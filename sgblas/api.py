@@ -367,7 +367,7 @@ class Explanation(NamedTuple):
     ``kernel`` is the variant name, or None when nothing would be launched or the call is
     invalid (then ``status`` and ``message`` say why); ``alignment`` its alignment class in
     bytes. ``refusals`` are the variants that cannot run the problem, ``passed_over`` those
-    that could but that the heuristic ranked lower, each as ``(name, reason)``. ``tail``: when
+    that could but that the cost model predicts slower, each as ``(name, reason)``. ``tail``: when
     ``kernel`` runs only the whole waves of its CTAs (a tail plan), each rectangle of C left
     as ``(row0, col0, rows, cols, kernel)``; ``message`` says how each is split.
 

@@ -90,7 +90,7 @@ def pytest_report_header(config):
 
 @pytest.fixture(autouse=True)
 def _forget_array_devices():
-    """Tests that fake the pointer query, the registry or the heuristic leave answers behind
+    """Tests that fake the pointer query, the registry or the device's properties leave answers behind
     (remembered pointer devices, shared plan memos); no test sees another's."""
     yield
     import sys

@@ -28,7 +28,8 @@ REPO: str = str(Path(__file__).resolve().parents[1])
 TESTS: str = str(Path(__file__).resolve().parent)
 
 
-#: Device properties of an H200 (132 SMs), for host tests of the dispatch rules.
+#: Device properties of an H200 (132 SMs), for host tests of dispatch. No memory bus width, so
+#: no calibration matches them: the cost model predicts with its default rates.
 H200_PROPS = DeviceProperties(132, 2048, 32, 65536, 233472)
 #: A 16-byte aligned device-like address, and a workspace the size of the handle's default.
 ALIGNED = 0x7F0000000000

@@ -8,10 +8,10 @@ Run it under each tool (docs/reliability.md has the exact commands)::
     compute-sanitizer --tool synccheck --error-exitcode 99 --report-api-errors no python tests/sanitizer_cases.py
 
 For every GEMM variant of the registry (``sgblas.kernels.spec.GEMM_KERNELS``) the script finds
-shapes that dispatch really sends to that variant, using dispatch's own choice
-(``sgblas.dispatch.plan.choose``: each variant's legality, then the heuristic on the handle's
-device), and then runs them through :func:`sgblas.sgemm`, confirming with
-:func:`sgblas.explain` that the variant ran:
+the smallest shapes of each kind that the variant can run (its legality), pins the variant for
+each one's shape class (``sgblas.dispatch.plan.plan_for(..., pin=)``: whatever the cost model
+would choose) and runs them through :func:`sgblas.sgemm`, confirming that the call ran the
+pinned plan:
 
 * ``tile``: m, n, k whole multiples of the variant's CTA tile (k four K slices);
 * ``tail``: m, n, k each past a multiple of the tile (partial tiles everywhere, k several slices);
@@ -36,9 +36,10 @@ This file is a script, not collected by pytest (its name does not start with ``t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -129,11 +130,13 @@ def find_shape(handle, spec: Any, kind: str) -> Shape | None:
 
 
 def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: Shape, alpha: float,
-                  beta: float, seed: int, uninitialised_c: bool, want_tail: bool = False) -> Outcome:
+                  beta: float, seed: int, uninitialised_c: bool, want_tail: bool = False,
+                  candidate: str | None = None) -> Outcome:
     """One call through sgemm, checked against the float64 reference (:mod:`sgblas.testing`).
 
     ``expected_kernel`` is pinned for the call's shape class (``plan_for(..., pin=)``), so the
-    call takes the ordinary path with that variant, whatever the heuristic would choose.
+    call takes the ordinary path with that variant, whatever the cost model would choose;
+    ``candidate`` instead runs that candidate plan by name (``sgemm(..., candidate=)``).
 
     Every buffer ends at its matrix's last element, so an access past the matrix is an access
     past the allocation; A's and B's padding is NaN, C's the bits ``C_PAD_BITS``.
@@ -161,17 +164,21 @@ def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: 
     dC = cuda.device_array(C.size, np.float32) if blank_c else cuda.to_device(C)
     label = (f"{ta}{tb} {shape.kind:<7} m={m} n={n} k={k} lda={lda} ldb={ldb} ldc={ldc} "
              f"alpha={alpha} beta={beta} seed={seed}")
-    from sgblas.dispatch.plan import plan_for
+    from sgblas.dispatch.plan import plan_for, plan_named
     from sgblas.kernels.spec import by_name
 
     def plan(pin: bool):
         ptrs = [x.device_ctypes_pointer.value if hasattr(x, "device_ctypes_pointer") else x._ary.ctypes.data
                 for x in (dA, dB, dC)]
         reads = k != 0 and alpha != 0.0
+        if candidate is not None and reads:
+            return plan_named(handle, candidate, ta, tb, m, n, k, ptrs[0], lda, ptrs[1], ldb, ptrs[2], ldc)
         return plan_for(handle, ta, tb, m, n, k, reads, ptrs[0] if reads else 0, lda, ptrs[1] if reads else 0, ldb,
                         ptrs[2], ldc, pin=by_name(expected_kernel) if pin and expected_kernel and reads else None)
 
     planned = plan(True)
+    if isinstance(planned, str):  # a candidate that cannot run the shape: the sentence says why
+        return Outcome(False, f"FAIL {label}: {planned}")
     ran = planned.spec.name
     if expected_kernel is not None and ran != expected_kernel:
         return Outcome(False, f"FAIL {label}: the plan runs {ran}, not {expected_kernel}")
@@ -181,7 +188,7 @@ def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: 
         ran += " + " + " + ".join(f"{sub.spec.name} x{sub.splits}" for sub, *_ in planned.tail)
         label += f" ({planned.grid[0]} CTAs, then {len(planned.tail)} rectangles)"
     t0 = time.perf_counter()
-    status = sgblas.sgemm(handle, ta, tb, m, n, k, alpha, dA, lda, dB, ldb, beta, dC, ldc)
+    status = sgblas.sgemm(handle, ta, tb, m, n, k, alpha, dA, lda, dB, ldb, beta, dC, ldc, candidate=candidate)
     if plan(False) is not planned:
         return Outcome(False, f"FAIL {label}: the call ran another plan than {ran}")
     if status != sgblas.Status.SUCCESS:
@@ -208,39 +215,82 @@ def run_gemm_case(handle, expected_kernel: str | None, ta: str, tb: str, shape: 
 #: 300 x 300 on 3 SMs: 9 tiles of 128 x 128 on 6 slots, the whole wave 6 CTAs and one
 #: rectangle of 3 tiles left; 1100 x 300 on 9 SMs: 27 tiles on 18 slots, the whole wave 16 CTAs
 #: and two rectangles (the rest of the first group's columns, and the rows below the group).
-#: Every pair takes the plan at both (at 1100 x 200 on 6 SMs TN and TT did not: their 128x64
-#: tiles fill the 1024 x 72 rectangle's GPU, so it would not split).
 TAIL_PLANS = ((300, 300, 3), (1100, 300, 9))
+#: The tail plans' k: long enough for the rectangles to split in several slices of the least
+#: slice (:data:`sgblas.dispatch.candidates.MIN_SPLIT_CHUNK`), with room to spare.
+TAIL_PLAN_K = 600
+
+
+def tail_variant(pair: str, mode: str) -> str:
+    """The tile variant a tail plan of ``pair`` runs by name: the 128 x 128 row with 8 x 8
+    thread tiles of the 16-byte class for "aligned" leading dimensions, of the 4-byte class
+    (4 lanes a k-major column) for "odd" ones."""
+    return f"sgemm_simt_{pair.lower()}_128x128x16_2s_a{16 if mode == 'aligned' else 4}"
+
+
+@contextlib.contextmanager
+def split_rectangles() -> Iterator[None]:
+    """While it lasts, a tail plan's rectangles run their pair's 128 x 128 slice kernel (8 x 8
+    thread tiles) of the widest alignment class the rectangle allows, K split as when that
+    variant is pinned (:func:`sgblas.dispatch.plan.pinned_split`), whatever the cost model would
+    choose for them: so that the tail plans reach the split rectangles (partials in the
+    workspace, the reduction into C's rectangle) and only the kernels :func:`_load_only` loads."""
+    from sgblas.dispatch import plan as planning
+    from sgblas.kernels.spec import GEMM_KERNELS
+
+    real = planning.choose
+
+    def choose(p, props, workspace_bytes, quick=False, rectangle=False):
+        choice = real(p, props, workspace_bytes, quick, rectangle)
+        if not rectangle:
+            return choice
+        slices = sorted((s for s in GEMM_KERNELS if s.role == "splitk" and s.pair == (p.transa, p.transb)
+                         and s.tile[:2] == (128, 128) and (s.config.TM, s.config.TN) == (8, 8)),
+                        key=lambda s: -s.align)
+        for spec in slices:
+            if spec.can_implement(p) is None:
+                split = planning.pinned_split(spec, p, props, workspace_bytes)
+                if split is not None:
+                    return choice._replace(spec=spec, split=split, candidate=f"{spec.name}/s{split.splits}")
+        return choice
+
+    planning.choose = choose
+    try:
+        yield
+    finally:
+        planning.choose = real
 
 
 def run_tail_plans(pairs: Iterable[str], shapes: Iterable[tuple[int, int, int]], betas: Iterable[float],
                    seed: int, uninitialised_c: bool, k: int | None = None) -> tuple[int, int, list[str]]:
-    """Tail plans (rule 6) of every pair in ``pairs`` and both alignment classes ("aligned" and
-    "odd" leading dimensions), through ``sgemm`` on a handle that sees a device with few SMs,
-    so that small shapes take them; k (default: long enough for the rectangles to split at
-    the heuristic's minimum slice, with room to spare) is the same for every case. Returns
-    (cases, failures, lines)."""
+    """Tail plans of every pair in ``pairs`` and both alignment classes ("aligned" and "odd"
+    leading dimensions), run by name (:func:`tail_variant`, ``candidate=".../tail"``) through
+    ``sgemm`` on a handle that sees a device with few SMs, so that small shapes have them, each
+    rectangle with its K split (:func:`split_rectangles`); k (default :data:`TAIL_PLAN_K`) is
+    the same for every case. Returns (cases, failures, lines)."""
     import sgblas
-    from sgblas.dispatch import heuristic, plan as planning
+    from sgblas.dispatch import plan as planning
 
-    k = 2 * heuristic.MIN_SPLIT_CHUNK + 88 if k is None else k
+    k = TAIL_PLAN_K if k is None else k
     cases = failures = 0
     lines = []
     handle = sgblas.Handle()
     real = handle.properties
     try:
-        for m, n, sms in shapes:
-            planning.forget_plans()  # the memo is shared by device, not by the properties set here
-            handle.properties = real._replace(sm_count=sms)
-            for pair in pairs:
-                for mode in ("aligned", "odd"):
-                    for beta in betas:
-                        seed += 1
-                        out = run_gemm_case(handle, None, pair[0], pair[1], Shape("plan", m, n, k, mode), -1.25,
-                                            beta, seed, uninitialised_c, want_tail=True)
-                        cases += 1
-                        failures += not out.ok
-                        lines.append(f"{'tail plan':<36} {out.line}")
+        with split_rectangles():
+            for m, n, sms in shapes:
+                planning.forget_plans()  # the memo is shared by device, not by the properties set here
+                handle.properties = real._replace(sm_count=sms)
+                for pair in pairs:
+                    for mode in ("aligned", "odd"):
+                        for beta in betas:
+                            seed += 1
+                            out = run_gemm_case(handle, None, pair[0], pair[1], Shape("plan", m, n, k, mode),
+                                                -1.25, beta, seed, uninitialised_c, want_tail=True,
+                                                candidate=tail_variant(pair, mode) + "/tail")
+                            cases += 1
+                            failures += not out.ok
+                            lines.append(f"{'tail plan':<36} {out.line}")
     finally:
         handle.properties = real
         planning.forget_plans()

@@ -1,6 +1,8 @@
-"""Split-K and skinny products on a GPU: the real heuristic, the real sizes.
+"""Split-K and skinny products on a GPU: the real choice, the real sizes.
 
-* Every transpose pair takes split-K at a few-tile, long-K shape, and the result is right.
+* Every transpose pair takes split-K at a few-tile shape whose K (20000) is past the accuracy
+  bound: every candidate that keeps the accuracy policy splits K, so whatever the cost model
+  predicts, the chosen one does. The result is right.
 * Determinism: the same call gives the same bits run to run, on two different streams and
   through two handles; the reduction adds the partials in a fixed order, never with atomics.
 * beta == 0 under split-K: a C full of NaN does not leak into the result.
@@ -8,7 +10,8 @@
   call, with fresh inputs too.
 * Too little workspace: the call takes a kernel that needs none, ``explain`` says why, and the
   result is right.
-* Skinny shapes (m or n small) for every pair and side, one launch or split.
+* Skinny shapes (m or n small) for every pair and side, one launch or split, the skinny
+  candidate run by name.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ pytestmark = pytest.mark.gpu
 
 SEED = 1313
 PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
-#: Few output tiles, long K: 2 x 6 tiles of 128 x 64 on a GPU of 100+ SMs split K.
+#: Few output tiles, long K: past the accuracy bound, so the call splits K (when the workspace
+#: holds the partials).
 M, N, K = 256, 384, 20000
 
 
@@ -160,7 +164,7 @@ def test_too_little_workspace_runs_a_kernel_that_needs_none():
             assert "the handle has 4096" in reasons[f"sgemm_splitk_nt_{tile}x16_2s_a16"], str(explanation)
         before = _run(h, case, 1.0, 0.0)
         case.check(1.0, 0.0, C_before=before)
-        h.set_workspace(32 * 1024 * 1024)
+        h.set_workspace(32 * 1024 * 1024)  # partials fit: the accuracy policy splits K
         assert _explain(h, case).kernel.startswith("sgemm_splitk_nt_")
 
 
@@ -171,8 +175,6 @@ def test_skinny_every_pair(pair, shape):
     case = GemmCase(SEED + 5, pair[0], pair[1], m, n, k, pad=2, ld_multiple=4)
     with sgblas.Handle() as h:
         explanation = _explain(h, case)
-        if not explanation.calibrated:  # the rules take the skinny kernel; the cost model weighs it
-            assert explanation.kernel.startswith("sgemm_skinny_"), str(explanation)
         name = _skinny_candidate(explanation)  # by name, whatever the dispatcher chooses
         before = _run(h, case, 1.0, 0.0, candidate=name)
         case.check(1.0, 0.0, C_before=before)

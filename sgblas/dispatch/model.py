@@ -21,10 +21,10 @@ stream. Each launch of a variant is predicted from nine rates of that variant
 A split-K candidate adds the reduction's launch (the partials read, C read and written); a
 packed one the two copies; a tail plan the rectangles' own choices. Nine rates per variant. The rates come from
 ``calibration.json``, fitted by ``python -m perf.calibrate`` to times measured on one kind of
-device and keyed by compute capability, SM count and memory bus width (``sm_90/132/6144b``). On a device without an
+device and keyed by compute capability, SM count and memory bus width (``sm_90/132/6016b`` on an H200). On a device without an
 entry, the rates are the defaults of :func:`default_rates`, scaled by its SM clock and memory
-bandwidth; sgblas says so once (logging, WARNING) and the dispatcher keeps its earlier rules
-(``docs/design.md``, "The cost model").
+bandwidth; sgblas says so once (logging, WARNING), and the dispatcher chooses by those defaults'
+predictions (``docs/design.md``, "The cost model").
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Calibration(NamedTuple):
 
 def device_key(cc: tuple[int, int], props: DeviceProperties) -> str:
     """The calibration key of a device: compute capability, SM count and memory bus width
-    (``sm_90/132/6144b`` for an H200; an H100 SXM, also sm_90 with 132 SMs, is ``sm_90/132/5120b``:
+    (``sm_90/132/6016b`` for an H200, whose driver reports a 6016-bit bus; an H100 SXM, also sm_90 with 132 SMs, is ``sm_90/132/5120b``:
     its memory is slower, so its rates are its own)."""
     return f"sm_{cc[0]}{cc[1]}/{props.sm_count}/{props.memory_bus_bits}b"
 
@@ -171,9 +171,9 @@ def calibration_for(cc: tuple[int, int], props: DeviceProperties, warn: bool = T
     cal = _calibration(key, tuple(cc), props)
     if warn and not cal.calibrated and key not in _WARNED and tuple(cc) != (0, 0):
         _WARNED.add(key)
-        log.warning("sgblas has no cost-model calibration for %s: predicted times use default rates "
-                    "scaled by the device's clock and memory bandwidth, and kernels are chosen by the "
-                    "earlier rules ('python -m perf.calibrate' measures this device)", key)
+        log.warning("sgblas has no cost-model calibration for %s: kernels are chosen by times predicted from "
+                    "default rates scaled by the device's clock and memory bandwidth ('python -m perf.calibrate' "
+                    "measures this device)", key)
     return cal
 
 

@@ -6,8 +6,8 @@ for a split-K or skinny variant that splits K, also the split (``splits`` slices
 ``k_chunk``), the reduction kernel and its grid. The shape class is everything legality and
 the choice may read: transpose pair, m, n, k, whether A and B are read at all (k and alpha
 nonzero), the pointers of A and B mod 16 and of C mod 128, lda and ldb whole and ldc mod 32
-(the cost model's layout flags: :func:`sgblas.dispatch.model.layout_flags`; the rules pick
-between TN's two 4-byte rows by lda and ldb: :func:`sgblas.dispatch.heuristic.eight_lanes_pay`).
+(what the cost model reads of them: its layout flags, :func:`sgblas.dispatch.model.layout_flags`;
+a tail plan's rectangles start at offsets of A and B that follow lda and ldb).
 Plans are memoised per device, math mode and workspace size, which is all of a handle a plan
 depends on: the handles that share those (``gemm`` makes one per stream) share one memo, so a
 repeated shape costs one dictionary lookup, also on a new handle, and setting a handle's
@@ -34,19 +34,20 @@ import logging
 from typing import Any, NamedTuple
 
 from sgblas.dispatch import candidates as _cand
-from sgblas.dispatch import heuristic, waves
+from sgblas.dispatch import waves
 from sgblas.dispatch import model as _model
 from sgblas.dispatch.candidates import Split
 from sgblas.kernels import pack as _pack
 from sgblas.kernels import packed as _packed
 from sgblas.kernels import reduce as _reduce
+from sgblas.kernels import splitk as _splitk
 from sgblas.kernels import spec as registry
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime import device as _device
 from sgblas.runtime.launch import LoadedKernel, launch
 
-__all__ = ["Plan", "Choice", "choose", "plan_for", "plan_named", "find_candidate", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
+__all__ = ["Plan", "Choice", "choose", "plan_for", "plan_named", "pinned_split", "find_candidate", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
 
 #: ``logging.getLogger("sgblas")``: DEBUG when a handle meets a shape class for the first time,
 #: with the variant chosen for it. Every later call of that class runs the same plan, so this
@@ -66,7 +67,8 @@ def memo_for(device: int, math_mode: Any, workspace_bytes: int) -> dict:
 
 
 def forget_plans() -> None:
-    """Empty every shared memo (after the registry or the heuristic changed: tests)."""
+    """Empty every shared memo (after the registry, the rates or a device's properties changed:
+    tests)."""
     for memo in list(_MEMOS.values()):
         memo.clear()
 
@@ -82,8 +84,8 @@ class Choice(NamedTuple):
     passed_over: tuple[tuple[str, str], ...]
     split: Split | None = None
     note: str = ""
-    #: A tail plan (rule 6): ``spec`` runs the first ``tail_ctas`` CTAs of its grid, and each
-    #: ``((row0, col0, rows, cols), Choice)`` the rectangle of C they leave out.
+    #: A tail plan (:mod:`sgblas.dispatch.waves`): ``spec`` runs the first ``tail_ctas`` CTAs of
+    #: its grid, and each ``((row0, col0, rows, cols), Choice)`` the rectangle of C they leave out.
     tail: tuple[tuple[tuple[int, int, int, int], "Choice"], ...] = ()
     tail_ctas: int = 0
     #: The chosen candidate's name (:mod:`sgblas.dispatch.candidates`), its predicted time in
@@ -130,8 +132,8 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
            quick: bool = False, rectangle: bool = False) -> Choice:
     """The plan for ``p``: legality (each spec's ``can_implement``, then each candidate's:
     :mod:`sgblas.dispatch.candidates`), then the candidate of least predicted time
-    (:mod:`sgblas.dispatch.model`) on a device with a calibration, the earlier rules
-    (:mod:`sgblas.dispatch.heuristic`) on one without.
+    (:mod:`sgblas.dispatch.model`), with the device's calibrated rates, or the default rates on
+    a device without a calibration.
 
     ``quick`` (planning a call) skips the variants of other transpose pairs without wording
     their refusals, and predicts no more candidates than the choice needs; ``explain`` lists
@@ -148,58 +150,15 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
             legal.append(spec)
         else:
             refused.append((spec.name, reason))
-    # On a call's path the rules need no rates, so an uncalibrated device is not mentioned there.
+    # A call's path says nothing of an uncalibrated device: explain does, once.
     cal = _model.calibration_for(p.cc, props, warn=not quick)
-    if cal.calibrated:
-        return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
-    choice = _by_rules(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle)
-    if quick or choice.spec is None:
-        return choice
-    mine = _candidate_of(choice)
-    predicted = _predict_choice(choice, p, props, cal)
-    ranking = _ranking(legal, p, props, workspace_bytes, rectangle, cal)
-    if all(name != mine.name for name, _ in ranking):
-        # The rules may split into a count the candidates do not try, or break the accuracy
-        # policy; what runs is listed all the same.
-        ranking = tuple(sorted(ranking + ((mine.name, predicted),), key=lambda item: item[1]))
-    return choice._replace(candidate=mine.name, predicted_s=predicted, ranking=ranking)
-
-
-def _candidate_of(choice: Choice) -> _cand.Candidate:
-    tail = waves.Tail(choice.tail_ctas, tuple(rect for rect, _ in choice.tail)) if choice.tail else None
-    return _cand.Candidate(choice.spec, choice.split, tail)
-
-
-def _predict_choice(choice: Choice, p: GemmProblem, props: _device.DeviceProperties,
-                    cal: _model.Calibration) -> float:
-    """The predicted time of a choice, its tail's rectangles by their own choices."""
-    subs = {rect: sub for rect, sub in choice.tail}
-
-    def rect_seconds(rect: tuple[int, int, int, int]) -> float:
-        sub = subs[rect]
-        return _predict_choice(sub, _sub_problem(p, rect), props, cal)
-
-    return _model.predict(_candidate_of(choice), p, props, cal, rect_seconds)
-
-
-def _ranking(legal: list, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
-             rectangle: bool, cal: _model.Calibration) -> tuple[tuple[str, float], ...]:
-    """Every candidate of ``legal`` with its predicted time, fastest first."""
-    cands, _ = _cand.enumerate_candidates(legal, p, props, workspace_bytes, rectangle)
-    sub_memo: dict = {}
-
-    def rect_seconds(rect: tuple[int, int, int, int]) -> float:
-        if rect not in sub_memo:
-            sub = choose(_sub_problem(p, rect), props, workspace_bytes, quick=True, rectangle=True)
-            sub_memo[rect] = _predict_choice(sub, _sub_problem(p, rect), props, cal) if sub.spec else float("inf")
-        return sub_memo[rect]
-
-    timed = [(c.name, _model.predict(c, p, props, cal, rect_seconds)) for c in cands]
-    return tuple(sorted(timed, key=lambda item: item[1]))
+    return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
 
 
 def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
               quick: bool, rectangle: bool, cal: _model.Calibration) -> Choice:
+    """The candidate of ``legal`` (variants that can run ``p``) of least predicted time with
+    ``cal``'s rates; ``refused`` goes into the choice as it is."""
     cands, passed = _cand.enumerate_candidates(legal, p, props, workspace_bytes, rectangle)
     if not cands:
         return Choice(None, refused, tuple(passed))
@@ -257,33 +216,6 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
                   best.name, best_t, ranking)
 
 
-def _by_rules(legal: list, refused: tuple, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
-              quick: bool, rectangle: bool) -> Choice:
-    """The earlier rules' choice (:func:`sgblas.dispatch.heuristic.rank`): a device without
-    a calibration keeps them until one is measured."""
-    ranked = heuristic.rank(legal, p, props, workspace_bytes, rectangle)
-    first = ranked[0] if ranked and ranked[0].reason is None else None
-    passed = tuple((r.spec.name, r.reason) for r in ranked if r.reason is not None)
-    if first is None:
-        return Choice(None, refused, passed)
-    note = _note(first.spec, first.split, p)
-    tail, tail_ctas = (), 0
-    if not rectangle:
-        cut = heuristic.tail_pays(first.spec, p, props)
-        if cut is not None:
-            tail = tuple((rect, choose(_sub_problem(p, rect), props, workspace_bytes, quick, rectangle=True))
-                         for rect in cut.rects)
-            if all(_splits_k(sub) for _, sub in tail):
-                tail_ctas = cut.ctas
-                note = "; ".join(filter(None, (note, _tail_note(first.spec, p, props, tail_ctas, tail))))
-            else:
-                tail = ()
-    if props.programmatic_launch:
-        note = "; ".join(filter(None, (note, LAUNCH_NOTE)))
-    name = _cand.Candidate(first.spec, first.split, waves.Tail(tail_ctas, ()) if tail else None).name
-    return Choice(first.spec, refused, passed, first.split, note, tail, tail_ctas, name)
-
-
 def _sub_problem(p: GemmProblem, rect: tuple[int, int, int, int]) -> GemmProblem:
     """The sub-problem of ``p`` that computes C's rectangle ``rect``, K whole."""
     row0, col0, rows, cols = rect
@@ -291,17 +223,9 @@ def _sub_problem(p: GemmProblem, rect: tuple[int, int, int, int]) -> GemmProblem
     return p._replace(m=rows, n=cols, a_ptr=p.a_ptr + 4 * a, b_ptr=p.b_ptr + 4 * b, c_ptr=p.c_ptr + 4 * c)
 
 
-def _splits_k(sub: Choice) -> bool:
-    """Whether a tail rectangle's choice fills the GPU with short CTAs: a split K, or a skinny
-    kernel (bound by memory, its CTAs short whatever K)."""
-    if sub.spec is None:
-        return False
-    return sub.spec.role == "skinny" or (sub.spec.role == "splitk" and sub.split is not None and sub.split.splits > 1)
-
-
 def _tail_note(spec: KernelSpec, p: GemmProblem, props: _device.DeviceProperties, tail_ctas: int,
                tail: tuple) -> str:
-    total, n_slots = heuristic.ctas(spec, p), heuristic.slots(spec, props)
+    total, n_slots = _cand.ctas(spec, p.m, p.n), _cand.slots(spec, props)
     parts = ", ".join(f"{rows}x{cols} at ({row0}, {col0}) by {sub.spec.name}"
                       + (f" with K split {sub.split.splits} ways" if sub.split and sub.split.splits > 1 else "")
                       for (row0, col0, rows, cols), sub in tail)
@@ -333,8 +257,9 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
     """The memoised plan of this shape class on ``handle`` (None when no variant accepts it).
 
     ``pin`` makes ``handle`` run that variant for this shape class from now on, whatever the
-    heuristic would choose (the caller has checked its legality): how the sanitizer driver and
-    the tests reach every variant through the same call path as any other call.
+    cost model would choose (the caller has checked its legality): how the sanitizer driver and
+    the tests reach every variant through the same call path as any other call. A pinned
+    split-K or skinny variant runs :func:`pinned_split`'s split.
     """
     key = (ta, tb, m, n, k, reads_ab, a_ptr & 15, b_ptr & 15, c_ptr & 127, lda, ldb, ldc & 31)
     plans = handle._plans
@@ -347,7 +272,7 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
             return None  # its copies would not fit
         if pin.role in ("splitk", "skinny"):
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
-            split = heuristic.pinned_split(pin, problem, handle.properties, handle.workspace_bytes)
+            split = pinned_split(pin, problem, handle.properties, handle.workspace_bytes)
             if split is None:
                 return None
         plan = plans[key] = make_plan(handle, pin, split, m, n, k, c_ptr, ldc)
@@ -371,6 +296,22 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
                       b_ptr & 15, c_ptr & 127, lda, ldb, ldc & 31, plan.spec.name,
                       f" split {plan.splits} ways" if plan.splits > 1 else "")
     return plan
+
+
+def pinned_split(spec: KernelSpec, p: GemmProblem, props: _device.DeviceProperties,
+                 workspace_bytes: int) -> Split | None:
+    """The split a split-K or skinny variant runs ``p`` with when it is pinned (chosen by the
+    caller, not by :func:`choose`): the least predicted of that variant's own candidates; for a
+    split-K variant with none (K too short for two slices of the least slice), two slices, the
+    second empty when k fits in one granule (its CTAs store zeros); None when the workspace does
+    not hold two partials."""
+    cal = _model.calibration_for(p.cc, props, warn=False)
+    choice = _by_model([spec], (), p, props, workspace_bytes, True, True, cal)
+    if choice.spec is not None:
+        return choice.split
+    if spec.role != "splitk" or workspace_bytes < _splitk.workspace_bytes(p.m, p.n, _splitk.MIN_PARTIALS):
+        return None
+    return Split(_splitk.MIN_PARTIALS, _cand.split_of(spec, p.k, _splitk.MIN_PARTIALS).k_chunk)
 
 
 def find_candidate(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,

@@ -14,9 +14,10 @@ and B read with 16-byte accesses, C with 4-byte ones.
 
 The copies take ``4 * (ldd_A * cols_A + ldd_B * cols_B)`` bytes of workspace
 (:func:`workspace_bytes`): 32 MiB, the default, at 2048^3. A handle with less passes the row over
-with that sentence, and the 4-byte row runs the problem. When to pack is the dispatch
-heuristic's choice (:func:`sgblas.dispatch.heuristic.packing_pays`); legality asks only what
-the copies and the kernel need, whatever the caller's alignment.
+with that sentence, and the 4-byte row runs the problem. When to pack is the cost model's
+choice (:mod:`sgblas.dispatch.model`: the copies' launches and the kernel's, against the
+4-byte rows at the caller's leading dimensions); legality asks only what the copies and the
+kernel need, whatever the caller's alignment.
 
 ``sgblas/kernels/spec.py`` appends these rows and the copy's at its end (:func:`rows`), as
 it does :mod:`sgblas.kernels.splitk`'s.

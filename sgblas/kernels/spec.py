@@ -74,8 +74,8 @@ class KernelSpec:
     guard: Callable[[GemmProblem], str | None] = field(default=lambda p: None)
     workspace: Callable[[int, int, int], int] = field(default=lambda m, n, k: 0)
     launches: int = 1
-    #: CTAs of this kernel one SM can hold, as far as its launch bounds say (the heuristic
-    #: also checks the device's own limits).
+    #: CTAs of this kernel one SM can hold, as far as its launch bounds say (the dispatcher
+    #: also checks the device's own limits: :func:`sgblas.dispatch.candidates.occupancy`).
     blocks_per_sm: int = 1
     #: The generator's config, for tests and docs (None for hand-written kernels).
     config: Any = None
@@ -191,8 +191,8 @@ _T64_KA = dict(_T64, min_blocks=3)
 #: at up to 255 registers. Three fragment loads per 64 FMAs instead of four, so the K loop is
 #: faster once it reaches its steady state, with half the resident warps to hide latency: NN
 #: and NT only (both copy A by ``cp.async``; TN and TT ran slower with it), 16-byte class only
-#: (the narrower classes' copy instructions cost more than the tile saves), and the heuristic
-#: takes it only for a long K per CTA (docs/history/tuning-ladder-3-runs-g-to-i.md, "Run G").
+#: (the narrower classes' copy instructions cost more than the tile saves); it pays only for a
+#: long K per CTA (docs/history/tuning-ladder-3-runs-g-to-i.md, "Run G"), which the cost model weighs.
 _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
 
 #: 64x64x16 with 2 warps of 32 x 64 (8 x 8 thread tiles, 64 threads): four times the CTAs of
@@ -220,12 +220,12 @@ _T6464 = dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=1, LANES_M=4, group_m=8, m
 #: docs/history/tuning-ladder-5-runs-m-to-p.md, rung 29); NN's takes the same pair (rung 30).
 #: ``fma="snake_t"`` swaps the snaking loops: with the tile origins of both operands in views
 #: (TN's 4-byte row) or of A (its 8-byte row), neither spills under either toolchain and their
-#: K loops count a quarter of the row order's bank conflicts (rung 30). Since rung 30 the
-#: heuristic runs every unsplit problem on the 8 x 8 thread tile; the 16 x 8 rows of NN and NT
-#: stay as the recipe of the slice kernels that accuracy splits take. TN's 4-byte class has a
-#: second row whose k-major copies give a column 8 lanes (``kq=8``) instead of 4: it runs the
-#: leading dimensions that are multiples of 32 or within one of a power of two faster, the others
-#: slower, and the heuristic picks between the two by that rule (rung 36).
+#: K loops count a quarter of the row order's bank conflicts (rung 30). Since rung 30 the 8 x 8
+#: thread tile has run unsplit problems at least as fast at every K measured; the 16 x 8 rows of NN
+#: and NT stay as the recipe of the slice kernels, for the long slices of accuracy splits. TN's
+#: 4-byte class has a second row whose k-major copies give a column 8 lanes (``kq=8``) instead of
+#: 4: it ran the leading dimensions that are multiples of 32 or within one of a power of two
+#: faster, the others slower (rung 36); the cost model weighs the two.
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128W, transa="N", transb="N", align=16),
     TileConfig(**_T128W, transa="N", transb="T", align=16, fma="snake"),

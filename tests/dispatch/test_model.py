@@ -58,7 +58,16 @@ def _random_problems(count: int, seed: int):
                       lda=(m if ta == "N" else k) + pad, ldb=(k if tb == "N" else n) + pad, ldc=m + pad)
 
 
-def test_an_uncalibrated_device_keeps_the_rules_and_explain_says_so_once(caplog):
+@pytest.fixture
+def uncalibrated(monkeypatch):
+    """No calibration for any device, whatever ``calibration.json`` holds."""
+    monkeypatch.setattr(model, "load_calibrations", lambda: {})
+    model._calibration.cache_clear()
+    yield
+    model._calibration.cache_clear()
+
+
+def test_an_uncalibrated_device_is_chosen_for_by_default_rates_and_explain_says_so_once(uncalibrated, caplog):
     model._WARNED.discard("sm_90/132/6144b")
     p = problem(m=1000, n=1000, k=1000)
     with caplog.at_level(logging.WARNING, logger="sgblas"):
@@ -68,8 +77,31 @@ def test_an_uncalibrated_device_keeps_the_rules_and_explain_says_so_once(caplog)
         plan.choose(p, H200, WORKSPACE)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "sgblas has no cost-model calibration for sm_90/132/6144b"]
-    assert (quick.spec, quick.split) == (full.spec, full.split)
-    assert full.candidate in {name for name, _ in full.ranking} and full.predicted_s > 0
+    cal = model.calibration_for(CC, H200, warn=False)
+    assert not cal.calibrated and cal.rates == {s.name: model.default_rates(s, CC, H200) for s in REGISTRY}
+    assert (quick.spec, quick.split, quick.candidate) == (full.spec, full.split, full.candidate)
+    assert full.ranking[0] == (full.candidate, full.predicted_s) and full.predicted_s > 0
+    assert quick.predicted_s == pytest.approx(full.predicted_s)
+
+
+def test_a_tail_plans_note_names_its_rectangles(calibrated):
+    """Where the least predicted candidate is a tail plan, explain says what its whole waves
+    run and how each rectangle runs, and a call's plan runs the same rectangles."""
+    calibrated(_rates())
+    seen = 0
+    for pair in ("NN", "NT", "TN", "TT"):
+        for side in (5000, 2100, 3000):
+            p = problem(ta=pair[0], tb=pair[1], m=side, n=side, k=side)
+            c = plan.choose(p, H200, WORKSPACE)
+            if not c.candidate.endswith("/tail"):
+                continue
+            seen += 1
+            assert c.tail_ctas > 0 and c.tail and f"runs the first {c.tail_ctas}" in c.note, c.note
+            for (row0, col0, rows, cols), sub in c.tail:
+                assert f"{rows}x{cols} at ({row0}, {col0}) by {sub.spec.name}" in c.note, c.note
+            quick = plan.choose(p, H200, WORKSPACE, quick=True)
+            assert [(r, s.spec, s.split) for r, s in quick.tail] == [(r, s.spec, s.split) for r, s in c.tail]
+    assert seen, "no tail plan was the least predicted candidate"
 
 
 def test_the_choice_is_the_candidate_of_least_predicted_time(calibrated):

@@ -1,16 +1,18 @@
 """Which variant a problem gets, and the sentences for every variant it does not get.
 
-Choice is legality (each spec's ``can_implement``) then the heuristic on the device's
-properties; these tests use the properties of an H200 (132 SMs) and of a small notional GPU,
-and derive their expectations from the registry rather than from a list of names, so a new
-manifest row changes no test here.
+Choice is legality (each spec's ``can_implement``, then each candidate's) then the candidate
+of least predicted time (:mod:`sgblas.dispatch.model`). These tests use the properties of an
+H200 (132 SMs) and of a small notional GPU, neither of which has a calibration (the default
+rates predict), and test properties of the choice, not which kernel it names: they derive their
+expectations from the registry and the candidates, so a new manifest row or calibration
+changes no test here.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sgblas.dispatch import heuristic
+from sgblas.dispatch import candidates as cand
 from sgblas.dispatch.plan import choose
 from sgblas.enums import MathMode
 from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SCALE_KERNEL, by_name
@@ -42,7 +44,7 @@ def test_the_quick_choice_of_a_call_is_the_full_choice_of_explain(props):
     refusal. Both must pick the same variant and split: pair x alignment x shape class x
     workspace."""
     shapes = ((4096, 4096, 4096), (1001, 999, 77), (5, 3, 2), (128, 8192, 8192), (3, 8192, 8192),
-              (8192, 7, 4096), (1000, 1000, 100000), (1, 1, 1))
+              (8192, 7, 4096), (1000, 1000, 100000), (1, 1, 1), (5000, 5000, 300))
     for ta in "NT":
         for tb in "NT":
             for m, n, k in shapes:
@@ -51,33 +53,52 @@ def test_the_quick_choice_of_a_call_is_the_full_choice_of_explain(props):
                         p = problem(ta=ta, tb=tb, m=m, n=n, k=k, a=ALIGNED + offset, c=ALIGNED + 2**33 + offset,
                                     lda=(m if ta == "N" else k) + pad)
                         full, quick = choose(p, props, workspace), choose(p, props, workspace, quick=True)
-                        assert (quick.spec, quick.split) == (full.spec, full.split), (p, workspace)
-                        assert quick.passed_over == full.passed_over
+                        assert (quick.spec, quick.split, quick.candidate) == (full.spec, full.split, full.candidate), \
+                            (p, workspace)
+                        assert quick.predicted_s == pytest.approx(full.predicted_s)
+                        assert [(r, c.spec, c.split) for r, c in quick.tail] == \
+                            [(r, c.spec, c.split) for r, c in full.tail]
 
 
-def test_general_kernels_accept_every_fp32_problem_and_rank_last():
-    general = [s for s in GEMM_KERNELS if s.name.startswith("sgemm_general_")]
+@pytest.mark.parametrize("props", [H200_PROPS, SMALL_PROPS], ids=["h200", "small"])
+def test_the_choice_is_the_least_predicted_candidate_and_keeps_the_accuracy_policy(props):
+    """explain's ranking is every candidate with its predicted time, fastest first; the choice
+    is its first. From k = 16384 on, no float32 sum of the choice is longer than the accuracy
+    chunk when the workspace holds a split that keeps it. The choice is the same each time."""
+    shapes = ((4096, 4096, 4096), (300, 200, 20000), (2048, 2048, 16384), (256, 256, 8192), (3, 8192, 20000),
+              (8192, 5, 4096), (1000, 1000, 100000), (5000, 5000, 300), (5, 3, 2))
+    for ta in "NT":
+        for tb in "NT":
+            for m, n, k in shapes:
+                for workspace in (0, WORKSPACE):
+                    p = problem(ta=ta, tb=tb, m=m, n=n, k=k)
+                    c = choose(p, props, workspace)
+                    assert c.ranking[0] == (c.candidate, c.predicted_s) and c.predicted_s > 0, (p, workspace)
+                    times = [t for _, t in c.ranking]
+                    assert times == sorted(times)
+                    legal = [s for s in GEMM_KERNELS if s.can_implement(p) is None]
+                    found, _ = cand.enumerate_candidates(legal, p, props, workspace)
+                    assert {name for name, _ in c.ranking} == {f.name for f in found}
+                    chosen = next(f for f in found if f.name == c.candidate)
+                    assert (chosen.spec, chosen.split) == (c.spec, c.split)
+                    if k >= cand.ACCURACY_SPLIT_K and any(cand.meets_accuracy(f, k) for f in found):
+                        assert cand.meets_accuracy(chosen, k), (p, workspace, c.candidate)
+                    again = choose(p, props, workspace)
+                    assert (again.candidate, again.predicted_s) == (c.candidate, c.predicted_s)
+
+
+def test_general_kernels_accept_every_fp32_problem_and_run_what_nothing_else_can():
+    general = [s for s in GEMM_KERNELS if s.backstop]
     assert sorted(s.pair for s in general) == [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")]
+    assert all(s.name.startswith("sgemm_general_") for s in general)
     for spec in general:
         assert spec.can_implement(problem(ta=spec.pair[0], tb=spec.pair[1], m=1, n=1, k=1, a=4, b=8, c=12)) is None
-    p = problem()
-    choice = choose(p, H200_PROPS, WORKSPACE)
-    assert not choice.spec.name.startswith("sgemm_general_")
-    reasons = dict(choice.passed_over)
-    assert "backstop" in reasons["sgemm_general_nn_128x64x16_2s_a4"]
-
-
-def test_the_simt_tile_is_chosen_by_how_well_it_fills_the_device():
-    big = by_name("sgemm_simt_nn_128x128x16_2s_a16")
-    small = by_name("sgemm_simt_nn_128x64x16_2s_a16")
-    # 2048^3: 256 tiles of 128x128 fill 97% of 132 SMs x 2 slots; 1024x1024 (k too short to
-    # split): 64 tiles, 24%.
-    assert choose(problem(m=2048, n=2048, k=2048), H200_PROPS, WORKSPACE).spec is big
-    choice = choose(problem(m=1024, n=1024, k=256), H200_PROPS, WORKSPACE)
-    assert choice.spec is small
-    assert "fill 24%" in dict(choice.passed_over)[big.name]
-    # The same problem on a GPU with eight times fewer SMs fills it with the large tile.
-    assert choose(problem(m=1024, n=1024, k=256), SMALL_PROPS, WORKSPACE).spec is big
+    # Below sm_80 (the other variants' least compute capability) the general kernels run all.
+    for ta in "NT":
+        for tb in "NT":
+            choice = choose(problem(cc=TURING, ta=ta, tb=tb, m=300, n=200, k=100), H200_PROPS, WORKSPACE)
+            assert choice.spec.backstop and choice.spec.pair == (ta, tb), choice.spec.name
+            assert [name for name, _ in choice.ranking] == [choice.spec.name]
 
 
 def test_alignment_and_architecture_refusals_name_the_value():
@@ -98,10 +119,14 @@ def test_tf32_is_refused_by_every_variant():
 def test_a_variant_needing_more_workspace_than_the_handle_has_is_passed_over(monkeypatch):
     import dataclasses
 
-    greedy = dataclasses.replace(by_name("sgemm_simt_nn_128x128x16_2s_a16"), workspace=lambda m, n, k: 1 << 30)
-    ranked = heuristic.rank([greedy, by_name("sgemm_general_nn_128x64x16_2s_a4")], problem(), H200_PROPS, WORKSPACE)
-    assert ranked[0].spec.name.startswith("sgemm_general_")
-    assert f"needs {1 << 30} bytes of workspace and the handle has {WORKSPACE}" in ranked[-1].reason
+    from sgblas.kernels import spec as registry
+
+    name = "sgemm_simt_nn_128x128x16_2s_a16"
+    greedy = dataclasses.replace(by_name(name), workspace=lambda m, n, k: 1 << 30)
+    monkeypatch.setattr(registry, "GEMM_KERNELS", [greedy if s.name == name else s for s in GEMM_KERNELS])
+    choice = choose(problem(), H200_PROPS, WORKSPACE)
+    assert choice.spec is not greedy and all(not c.startswith(name) for c, _ in choice.ranking)
+    assert dict(choice.passed_over)[name] == f"it needs {1 << 30} bytes of workspace and the handle has {WORKSPACE}"
 
 
 def test_registry_names_are_unique_and_say_algorithm_pair_tile_stages_alignment():
@@ -126,10 +151,15 @@ def test_every_spec_is_complete(spec):
     assert spec.align in (4, 8, 16) and spec.min_cc >= (5, 0)
 
 
-def test_the_widest_alignment_class_a_problem_allows_wins():
+def test_the_alignment_classes_a_problem_allows():
+    """The widest class of the tile kernels that can run a problem follows its pointers and
+    leading dimensions; the choice is within what they allow."""
     for lda, a, expected in ((4096, ALIGNED, 16), (4098, ALIGNED, 8), (4097, ALIGNED, 4), (4096, ALIGNED + 8, 8)):
-        choice = choose(problem(lda=lda, a=a), H200_PROPS, WORKSPACE)
-        assert choice.spec.align == expected, (lda, hex(a), choice.spec.name)
+        p = problem(lda=lda, a=a)
+        widest = max(s.align for s in GEMM_KERNELS if s.role == "gemm" and s.can_implement(p) is None)
+        assert widest == expected, (lda, hex(a))
+        choice = choose(p, H200_PROPS, WORKSPACE)
+        assert choice.spec.can_implement(p) is None and choice.spec.align <= expected, (lda, hex(a), choice.spec.name)
 
 
 def test_a_new_shape_class_is_logged_once_at_debug_with_its_variant(caplog):
@@ -149,19 +179,29 @@ def test_a_new_shape_class_is_logged_once_at_debug_with_its_variant(caplog):
     assert len(lines) == 1 and "NN m=3 n=2 k=2" in lines[0] and " runs sgemm_" in lines[0], lines
 
 
-def test_the_memo_keeps_leading_dimensions_the_heuristic_reads_apart():
-    """lda and ldb beyond their alignment choose between TN's two 4-byte rows, so two problems
-    of one alignment class with other leading dimensions get their own plans."""
+def test_the_memo_keeps_leading_dimensions_the_cost_model_reads_apart():
+    """lda and ldb beyond their alignment change the cost model's layout flags (4096 is of the
+    slow kind, 4100 is not), so two problems of one alignment class with other leading
+    dimensions get their own plans, each the choice for its own problem."""
     import sgblas
+    from sgblas.dispatch import model
     from sgblas.dispatch.plan import plan_for
 
     with sgblas.Handle() as h:
-        def spec(ld):
+        def plan(ld):
             return plan_for(h, "T", "N", 4096, 4096, 4096, True, ALIGNED + 4, ld, ALIGNED + 2**32 + 4, ld,
-                            ALIGNED + 2**33 + 4, 4096).spec.name
-        assert spec(4096) == "sgemm_simt_tn_128x128x16kq8_2s_a4"
-        assert spec(4100) == "sgemm_simt_tn_128x128x16_2s_a4"
-        assert spec(4096) == "sgemm_simt_tn_128x128x16kq8_2s_a4"
+                            ALIGNED + 2**33 + 4, 4096)
+
+        def choice(ld):
+            p = problem(cc=h.cc, ta="T", tb="N", lda=ld, ldb=ld, ldc=4096, a=ALIGNED + 4, b=ALIGNED + 2**32 + 4,
+                        c=ALIGNED + 2**33 + 4)
+            assert bool(model.layout_flags(p) & model.SLOW_LD) == (ld == 4096)
+            return choose(p, h.properties, h.workspace_bytes, quick=True)
+
+        slow, fast = plan(4096), plan(4100)
+        assert slow is not fast and plan(4096) is slow and plan(4100) is fast
+        for ld, got in ((4096, slow), (4100, fast)):
+            assert got.spec is choice(ld).spec
 
 
 @pytest.mark.parametrize("programmatic", [False, True])
@@ -184,8 +224,8 @@ def test_every_launch_of_a_plan_goes_behind_the_kernel_ahead_where_the_device_al
     how = "after" if programmatic else "plain"
     split = next(s for s in GEMM_KERNELS if s.role == "splitk")
     tile = next(s for s in GEMM_KERNELS if s.role == "gemm")
-    for spec, cut, want in ((split, heuristic.Split(4, 1024), [split.name, reduce.NAME]),
-                            (split, heuristic.Split(1, 4096), [split.name]), (tile, None, [tile.name])):
+    for spec, cut, want in ((split, cand.Split(4, 1024), [split.name, reduce.NAME]),
+                            (split, cand.Split(1, 4096), [split.name]), (tile, None, [tile.name])):
         launched.clear()
         plan = plans.make_plan(h, spec, cut, 128, 8192, 4096, ALIGNED, 128)
         assert plan.after is programmatic

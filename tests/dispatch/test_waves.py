@@ -1,6 +1,7 @@
-"""Tail plans (rule 6): which tiles the whole waves run, which rectangles are left, and the
-choice that splits those rectangles' K. Host logic only; the tail plans run under the
-simulator in ``tests/kernels/test_splitk.py`` and at real sizes in ``tests/test_tail_gpu.py``."""
+"""Tail plans: which tiles the whole waves run, which rectangles are left, which variants offer
+one, and the plan that runs one by name (its rectangles each a problem of its own, in the
+caller's alignment class). Host logic only; the tail plans run under the simulator in
+``tests/kernels/test_splitk.py`` and at real sizes in ``tests/test_tail_gpu.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import random
 import numpy as np
 import pytest
 
-from sgblas.dispatch import heuristic, waves
+from sgblas.dispatch import candidates as cand
+from sgblas.dispatch import waves
 from sgblas.dispatch.plan import choose
 from sgblas.enums import MathMode
 from sgblas.kernels import sgemm_simt
@@ -120,112 +122,111 @@ def test_offsets_point_at_the_rectangles_first_element(pair):
 
 
 # --------------------------------------------------------------------------------------------
-# Rule 6
+# Tail candidates and their plans
 
 
 def _tile(pair, align, tile=(128, 128)):
     return next(s for s in GEMM_KERNELS if s.role == "gemm" and s.pair == tuple(pair) and s.align == align
-                and s.tile[:2] == tile and heuristic.thread_tile(s) == (8, 8) and getattr(s.config, "kq", 0) != 8)
+                and s.tile[:2] == tile and (s.config.TM, s.config.TN) == (8, 8) and getattr(s.config, "kq", 0) != 8)
+
+
+class _Handle:  # what plan_for and plan_named read of a handle
+    device, math_mode, workspace_bytes, cc, properties = 0, MathMode.FP32, WORKSPACE, (9, 0), H200_PROPS
+    _kernels = {s.name: s.name for s in REGISTRY}
+
+    def __init__(self):
+        self._plans: dict = {}
 
 
 @pytest.mark.parametrize("pair", ["NN", "NT", "TN", "TT"])
-def test_tail_pays_where_the_whole_waves_are_emptiest(pair):
+def test_only_one_launch_tile_kernels_offer_a_tail_plan(pair):
     p = problem(ta=pair[0], tb=pair[1], m=5000, n=5000, k=5000)
-    assert heuristic.tail_pays(_tile(pair, 16), p, H200_PROPS) == waves.Tail(1584, ((4096, 4864, 904, 136),))
-    for m in (7000, 4096, 8192, 1000):  # whole waves 95%, 97%, 97% full; less than one wave
-        q = problem(ta=pair[0], tb=pair[1], m=m, n=m, k=m)
-        assert heuristic.tail_pays(_tile(pair, 16), q, H200_PROPS) is None, m
-
-
-def test_tail_pays_only_for_one_launch_tile_kernels():
-    p = problem(ta="T", tb="N", m=5000, n=5000, k=5000)
-    for spec in GEMM_KERNELS:
-        if spec.role != "gemm" or heuristic.is_backstop(spec):
-            assert heuristic.tail_pays(spec, p, H200_PROPS) is None, spec.name
+    legal = [s for s in GEMM_KERNELS if s.can_implement(p) is None]
+    found, _ = cand.enumerate_candidates(legal, p, H200_PROPS, WORKSPACE)
+    tails = {c.spec for c in found if c.tail is not None}
+    assert _tile(pair, 16) in tails
+    assert all(s.role == "gemm" and not s.backstop and s.config is not None for s in tails)
+    for c in found:
+        if c.tail is not None:
+            assert c.tail == waves.tail_of(5000, 5000, c.spec.tile[0], c.spec.tile[1], c.spec.config.group_m,
+                                           cand.slots(c.spec, H200_PROPS))
+    for m, n in ((128 * 24, 128 * 11), (128 * 48, 128 * 11), (1000, 1000)):  # one and two whole waves; less than one
+        q = problem(ta=pair[0], tb=pair[1], m=m, n=n, k=512)
+        found, _ = cand.enumerate_candidates([_tile(pair, 16)], q, H200_PROPS, WORKSPACE)
+        assert all(c.tail is None for c in found), (m, n)
 
 
 @pytest.mark.parametrize("pair", ["NN", "NT", "TN", "TT"])
 @pytest.mark.parametrize("offset, pad, align", [(0, 0, 16), (4, 3, 4)], ids=["a16", "a4"])
-def test_a_tail_plan_splits_every_rectangle_in_the_callers_alignment_class(pair, offset, pad, align):
+def test_a_tail_plan_by_name_keeps_the_rectangles_in_the_callers_alignment_class(pair, offset, pad, align):
+    """The tile kernel over its whole waves, then the rectangle left as a problem of its own: the
+    caller's A, B and C from the rectangle's first element, so the variants that can run it are
+    those of the caller's alignment class, and its plan is the choice for it."""
+    from sgblas.dispatch.plan import plan_named
+
     m = n = k = 5000
-    p = problem(ta=pair[0], tb=pair[1], m=m, n=n, k=k, a=ALIGNED + offset, b=ALIGNED + 2**32 + 2 * offset,
-                c=ALIGNED + 2**33 + 3 * offset, lda=(m if pair[0] == "N" else k) + pad,
-                ldb=(k if pair[1] == "N" else n) + pad, ldc=m + pad)
-    choice = choose(p, H200_PROPS, WORKSPACE)
-    assert choice.spec.role == "gemm" and choice.spec.align == align
-    assert choice.tail_ctas == 1584 and [rect for rect, _ in choice.tail] == [(4096, 4864, 904, 136)]
-    (_, sub), = choice.tail
-    assert sub.spec.role == "splitk" and sub.spec.pair == tuple(pair) and sub.spec.align == align
-    assert sub.split.splits == 16 and sub.tail == ()
-    alone = choose(p._replace(m=904, n=136, a_ptr=p.a_ptr + 4 * (4096 if pair[0] == "N" else 4096 * p.lda)), H200_PROPS,
-                   WORKSPACE)
-    assert (alone.spec.role == "splitk") == (align == 16), alone.spec.name  # 4-byte slices: rectangles only
-    assert "runs the first 1584" in choice.note and sub.spec.name in choice.note and "16 ways" in choice.note
-    quick = choose(p, H200_PROPS, WORKSPACE, quick=True)  # how a call plans
-    assert (quick.spec, quick.tail_ctas, [(r, c.spec, c.split) for r, c in quick.tail]) == \
-        (choice.spec, choice.tail_ctas, [(r, c.spec, c.split) for r, c in choice.tail])
-
-
-def test_no_tail_plan_when_a_rectangle_cannot_split():
-    """Without workspace for partials, or with a K too short to split, the rectangles would run
-    on the tile kernel at full K: no faster than the last wave, so one launch stays."""
-    p = problem(ta="N", tb="N", m=5000, n=5000, k=5000)
-    assert choose(p, H200_PROPS, 0).tail == ()
-    short = problem(ta="N", tb="N", m=5000, n=5000, k=300)
-    assert choose(short, H200_PROPS, WORKSPACE).tail == ()
-    assert choose(p, H200_PROPS, WORKSPACE).tail != ()
+    lda, ldb, ldc = (m if pair[0] == "N" else k) + pad, (k if pair[1] == "N" else n) + pad, m + pad
+    a, b, c = ALIGNED + offset, ALIGNED + 2**32 + 2 * offset, ALIGNED + 2**33 + 3 * offset
+    p = problem(ta=pair[0], tb=pair[1], m=m, n=n, k=k, a=a, b=b, c=c, lda=lda, ldb=ldb, ldc=ldc)
+    tile = _tile(pair, align)
+    plan = plan_named(_Handle(), f"{tile.name}/tail", pair[0], pair[1], m, n, k, a, lda, b, ldb, c, ldc)
+    assert plan.spec is tile and plan.grid == (1584, 1, 1)
+    (sub, rows, cols, a_off, b_off, row0, col0), = plan.tail
+    assert (row0, col0, rows, cols) == (4096, 4864, 904, 136)
+    assert (a_off, b_off) == waves.offsets(pair[0], pair[1], lda, ldb, ldc, row0, col0)[:2]
+    rect = p._replace(m=rows, n=cols, a_ptr=a + 4 * a_off, b_ptr=b + 4 * b_off,
+                      c_ptr=c + 4 * (row0 + col0 * ldc))
+    widest = max(s.align for s in GEMM_KERNELS if s.role == "gemm" and s.can_implement(rect) is None)
+    assert widest == align
+    want = choose(rect, H200_PROPS, WORKSPACE, quick=True, rectangle=True)
+    assert (sub.spec, sub.splits) == (want.spec, want.split.splits if want.split else 1)
 
 
 def test_a_pinned_variant_runs_without_a_tail():
     """``plan_for(..., pin=)`` runs exactly the pinned variant: the sanitizer and the tests reach
-    every variant so, and a tail plan is a choice, not a variant."""
-    from sgblas.dispatch.plan import plan_for
+    every variant so, and a tail plan is a candidate of its own (``VARIANT/tail``)."""
+    from sgblas.dispatch.plan import plan_for, plan_named
 
     spec = _tile("NN", 16)
-
-    class Handle:  # what plan_for reads of a handle
-        device, math_mode, workspace_bytes, cc, properties = 0, MathMode.FP32, WORKSPACE, (9, 0), H200_PROPS
-        _plans: dict = {}
-        _kernels = {s.name: s.name for s in REGISTRY}
-
-    pinned = plan_for(Handle(), "N", "N", 5000, 5000, 5000, True, ALIGNED, 5000, ALIGNED, 5000, ALIGNED, 5000,
+    pinned = plan_for(_Handle(), "N", "N", 5000, 5000, 5000, True, ALIGNED, 5000, ALIGNED, 5000, ALIGNED, 5000,
                       pin=spec)
     assert pinned.tail == () and pinned.grid == spec.grid(5000, 5000, 5000)
-    chosen = plan_for(Handle(), "N", "N", 5000, 5001, 5000, True, ALIGNED, 5000, ALIGNED, 5000, ALIGNED, 5000)
-    assert chosen.spec is spec and chosen.grid == (1584, 1, 1)
-    (sub, rows, cols, a_off, b_off, row0, col0), = chosen.tail
-    assert sub.role == "splitk" and sub.splits == 16 and (rows, cols) == (904, 137)
+    named = plan_named(_Handle(), f"{spec.name}/tail", "N", "N", 5000, 5001, 5000, ALIGNED, 5000, ALIGNED, 5000,
+                       ALIGNED, 5000)
+    assert named.spec is spec and named.grid == (1584, 1, 1)
+    (sub, rows, cols, a_off, b_off, row0, col0), = named.tail
+    assert (rows, cols) == (904, 137)
     assert (a_off, b_off, row0, col0) == (4096, 4864 * 5000, 4096, 4864)
 
 
 def test_a_memoised_tail_plan_places_the_rectangle_by_each_calls_ldc(monkeypatch):
     """The memo keys ldc mod 32 only (what the chooser reads of it): two calls with ldc 5000 and
-    5032 share a plan, and each launch of the rectangle must reach C's element (4096, 4864) by
-    its own call's ldc."""
+    5032 share a plan, and the rectangle's launch that writes C must reach C's element
+    (4096, 4864) by its own call's ldc, whatever runs the rectangle."""
     from sgblas.dispatch import plan as planning
+    from sgblas.kernels import reduce
 
     launched = []
     monkeypatch.setattr(planning, "launch", lambda kernel, grid, stream, args, after=False:
                         launched.append((kernel, grid, args)))
 
-    class Handle:
-        device, math_mode, workspace_bytes, cc, properties = 0, MathMode.FP32, WORKSPACE, (9, 0), H200_PROPS
-        _plans: dict = {}
-        _kernels = {s.name: s.name for s in REGISTRY}
+    class Handle(_Handle):
         _stream = (None, 7, "stream")
         _context = None
         workspace_ptr = ALIGNED + 2**36
 
     h, c = Handle(), ALIGNED + 2**34
-    plans = [planning.plan_for(h, "N", "N", 5000, 5000, 5000, True, ALIGNED, 5000, ALIGNED, 5000, c, ldc)
+    name = f"{_tile('NN', 16).name}/tail"
+    plans = [planning.plan_named(h, name, "N", "N", 5000, 5000, 5000, ALIGNED, 5000, ALIGNED, 5000, c, ldc)
              for ldc in (5000, 5032)]
     assert plans[0] is plans[1] and plans[0].tail
     for ldc in (5000, 5032):
         launched.clear()
         planning.execute(h, plans[0], 5000, 5000, 5000, 1.0, ALIGNED, 5000 * 5000, 5000, ALIGNED, 5000 * 5000,
                          5000, 0.5, c, 4999 * ldc + 5000, ldc)
-        main, partials, reduction = launched
+        main, last = launched[0], launched[-1]
         assert main[1] == (1584, 1, 1) and main[2][11] == c
+        # C's pointer, extent and ldc: the reduction's arguments 7-9, a GEMM launch's 11-13.
+        at = 7 if last[0] == reduce.NAME else 11
         want = c + 4 * (4096 + 4864 * ldc)
-        assert reduction[2][7] == want and reduction[2][8] == 4999 * ldc + 5000 - (4096 + 4864 * ldc)
-        assert reduction[2][9] == ldc
+        assert last[2][at:at + 3] == (want, 4999 * ldc + 5000 - (4096 + 4864 * ldc), ldc)

@@ -6,9 +6,9 @@
   (a row block past P skipped, a partial one, two reduction rounds), tails along Q and k,
   several shared pieces of S, one split (writing C with alpha and beta; beta == 0 on a NaN C)
   and several (partials into a workspace, added here in the reduction kernel's order).
-* Through ``sgblas.sgemm``: the heuristic picks the variant of the pair and the small side
-  (its minimum size lowered, so the simulator can afford the product), and the result is right;
-  a tight ``lda = 3`` of a 3 x k A does not stop it.
+* Through ``sgblas.sgemm``: the 16-byte variant of each pair and small side run by name
+  (``candidate="NAME/sS"``), in one launch and split, and the result is right; ``explain``
+  lists it among the candidates; a tight ``lda = 3`` of a 3 x k A does not stop it.
 * The guard: small side above 16, a misaligned large operand, its leading dimension.
 * Static: the PTX for sm_90 of a dot and an axpy variant has no local memory, 16-byte global
   and shared loads, ``cp.async`` and no flush-to-zero or tensor-core instruction, and the dot
@@ -151,36 +151,33 @@ def _explain(h, case):
                           case.dC, case.ldc)
 
 
-@pytest.fixture
-def small_skinny(monkeypatch):
-    """Let the heuristic take the skinny kernels for products the simulator can afford."""
-    from sgblas.dispatch import heuristic
-
-    monkeypatch.setattr(heuristic, "SKINNY_MIN_BYTES", 0)
-
-
 @pytest.mark.parametrize("ta, tb", [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")])
 @pytest.mark.parametrize("small", ["m", "n"])
-def test_sgemm_takes_the_skinny_variant(small_skinny, ta, tb, small):
+def test_sgemm_runs_each_skinny_variant_by_name(ta, tb, small):
+    """NN and TT split K in two (partials, then the reduction), NT and TN write C in one launch:
+    each loop (dot, axpy) and each small side both ways."""
     m, n, k = (3, 200, 300) if small == "m" else (200, 3, 300)
+    splits = 2 if ta == tb else 1
+    name = f"{CONFIGS[(ta, tb, small)].name()}/s{splits}"
     case = GemmCase(_seed("api", ta, tb, small), ta, tb, m, n, k, ld_multiple=4)
     with sgblas.Handle() as h:
-        assert _explain(h, case).kernel == CONFIGS[(ta, tb, small)].name()
+        assert name in dict(_explain(h, case).candidates)
         before = case.reset_c(nan=True)
-        assert sgblas.sgemm(h, *case.args(1.25, 0.0)) == Status.SUCCESS, sgblas.last_error_message()
+        assert sgblas.sgemm(h, *case.args(1.25, 0.0), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
         case.check(1.25, 0.0, C_before=before)
 
 
-def test_a_tight_lda_of_three_is_fine(small_skinny):
+def test_a_tight_lda_of_three_is_fine():
     """3 x k A with lda = 3 (not a multiple of 4): only B, the large operand, is read by vectors."""
     m, n, k = 3, 70, 92
+    name = f"{CONFIGS[('N', 'N', 'm')].name()}/s1"
     with sgblas.Handle() as h:
         case = GemmCase(_seed("lda3"), "N", "N", m, n, k)
         assert case.lda == 3 and case.ldb % 4 == 0
         explanation = _explain(h, case)
-        assert explanation.kernel == CONFIGS[("N", "N", "m")].name(), str(explanation)
+        assert name in dict(explanation.candidates), str(explanation)
         before = case.reset_c()
-        assert sgblas.sgemm(h, *case.args(1.0, 1.0)) == Status.SUCCESS
+        assert sgblas.sgemm(h, *case.args(1.0, 1.0), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
         case.check(1.0, 1.0, C_before=before)
 
 

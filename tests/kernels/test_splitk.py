@@ -7,16 +7,17 @@
   chains, rows in whole 16-byte groups and the partial group at row m, C
   accessed by vectors or element by element; beta == 0 never reads C (NaN there stays out);
   C's padding rows are never written.
-* Split-K calls through ``sgblas.sgemm`` for every transpose pair, with the heuristic's
-  minimum slice lowered so that tiny problems split (the simulator runs a 128 x 64 tile in
-  seconds): the result against float64, beta == 0 on a NaN C, alpha and beta nontrivial,
-  ``explain`` naming the slice kernel.
-* The workspace rules: a handle with too little workspace runs a kernel that needs none, and
-  ``explain`` says how many bytes the split variant needed; a workspace for exactly two
-  partials gets two; ``set_workspace`` forgets the plans; k == 0 and alpha == 0 still take the
-  scale kernel.
-* Every slice kernel the heuristic passes over, pinned at one tile per slice, and a tail plan
-  on a one-SM device; the ``slow`` set runs them at the sanitizer script's larger shapes.
+* Split-K calls through ``sgblas.sgemm`` for every transpose pair, each pair's 128 x 128 slice
+  kernel run by name (``candidate="NAME/sS"``) with the candidates' least slice lowered so that
+  tiny problems split (the simulator runs a 128 x 128 tile in seconds): the result against
+  float64, beta == 0 on a NaN C, alpha and beta nontrivial, ``explain`` listing the candidate.
+* The workspace's limits: a handle with too little workspace runs a kernel that needs none, and
+  ``explain`` says how many bytes the split variant needed; a workspace for exactly three
+  partials offers no more, and a pinned split stays within it; ``set_workspace`` forgets the
+  plans; k == 0 and alpha == 0 still take the scale kernel.
+* Every other slice kernel, pinned at one tile per slice, and a tail plan run by name on a
+  one-SM device, its rectangle split; the ``slow`` set runs them at the sanitizer script's
+  larger shapes.
 """
 
 from __future__ import annotations
@@ -30,19 +31,19 @@ from numba import cuda
 
 import sgblas
 from sgblas import Status
-from sgblas.dispatch import heuristic
-from sgblas.dispatch.plan import choose
+from sgblas.dispatch import candidates
+from sgblas.dispatch.plan import plan_for, plan_named
 from sgblas.kernels import reduce, splitk
 from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SCALE_KERNEL, SIMT_MANIFEST, by_name
 from sgblas.runtime.loader import dispatcher
 from sgblas.testing import GemmCase
 
 PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))
-#: The slice kernel the heuristic takes for each pair's short slices: the largest tile that
-#: splits, with the 8 x 8 thread tile.
+#: Each pair's slice kernel that the calls through sgemm run by name: the largest tile, with the
+#: 8 x 8 thread tile, of the widest alignment class.
 SPLIT_SPECS = {}
 for _spec in sorted((s for s in GEMM_KERNELS if s.role == "splitk"),
-                    key=lambda s: (-s.tile[0] * s.tile[1], heuristic.thread_tile(s) != (8, 8))):
+                    key=lambda s: (-s.tile[0] * s.tile[1], (s.config.TM, s.config.TN) != (8, 8), -s.align)):
     SPLIT_SPECS.setdefault(_spec.pair, _spec)
 
 
@@ -147,8 +148,9 @@ def test_reduction_grid_covers_every_group_and_strides_past_its_cap():
 
 @pytest.fixture
 def tiny_splits(monkeypatch):
-    """Let the heuristic split tiny problems: the simulator cannot afford a 1024-long slice."""
-    monkeypatch.setattr(heuristic, "MIN_SPLIT_CHUNK", 16)
+    """Let tiny problems have split candidates: the simulator cannot afford slices of the
+    least slice a real call keeps."""
+    monkeypatch.setattr(candidates, "MIN_SPLIT_CHUNK", 16)
 
 
 def _explain(h, case):
@@ -156,67 +158,80 @@ def _explain(h, case):
                           case.dC, case.ldc)
 
 
-#: (pair, m, n, k): M and N tails, K with a partial last step and slices of unequal length.
+#: (pair, m, n, k, splits): M and N tails, K with a partial last step and slices of unequal
+#: length (100 in 48, 48 and 4; 80 in 48 and 32; 72 in 32, 32 and 8; 49 in 32 and 17).
 SPLIT_CASES = [
-    (("N", "N"), 20, 24, 100),
-    (("N", "T"), 36, 70, 80),
-    (("T", "N"), 132, 20, 72),
-    (("T", "T"), 17, 65, 49),
+    (("N", "N"), 20, 24, 100, 3),
+    (("N", "T"), 36, 70, 80, 2),
+    (("T", "N"), 132, 20, 72, 3),
+    (("T", "T"), 17, 65, 49, 2),
 ]
 
 
-@pytest.mark.parametrize("pair, m, n, k", SPLIT_CASES, ids=lambda c: c if isinstance(c, int) else "".join(c))
-def test_split_k_calls_every_pair(tiny_splits, pair, m, n, k):
+@pytest.mark.parametrize("pair, m, n, k, splits", SPLIT_CASES,
+                         ids=lambda c: c if isinstance(c, int) else "".join(c))
+def test_split_k_calls_every_pair(tiny_splits, pair, m, n, k, splits):
     case = GemmCase(_seed("split", pair, m, n, k), pair[0], pair[1], m, n, k, pad=1, ld_multiple=4)
+    spec = SPLIT_SPECS[pair]
+    name = f"{spec.name}/s{splits}"
     with sgblas.Handle() as h:
         explanation = _explain(h, case)
-        assert explanation.kernel == SPLIT_SPECS[pair].name, str(explanation)
-        choice = choose(_problem(h, case), h.properties, h.workspace_bytes)
-        assert choice.split.splits >= 2 and choice.split.k_chunk % SPLIT_SPECS[pair].tile[2] == 0
-        assert "split" in choice.note
+        assert name in dict(explanation.candidates), str(explanation)
+        plan = plan_named(h, name, *_plan_args(case))
+        assert plan.spec is spec and plan.splits == splits and plan.reduce is not None
+        assert plan.k_chunk % spec.tile[2] == 0 and (splits - 1) * plan.k_chunk < k <= splits * plan.k_chunk
         before = case.reset_c(nan=True)
-        assert sgblas.sgemm(h, *case.args(1.5, 0.0)) == Status.SUCCESS, sgblas.last_error_message()
+        assert sgblas.sgemm(h, *case.args(1.5, 0.0), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
         case.check(1.5, 0.0, C_before=before)
         before = case.reset_c()
-        assert sgblas.sgemm(h, *case.args(-1.0, 0.5)) == Status.SUCCESS, sgblas.last_error_message()
+        assert sgblas.sgemm(h, *case.args(-1.0, 0.5), candidate=name) == Status.SUCCESS, \
+            sgblas.last_error_message()
         case.check(-1.0, 0.5, C_before=before)
 
 
-def _problem(h, case):
-    from sgblas.kernels.problem import GemmProblem
-
+def _plan_args(case):
+    """``(ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)`` of ``case``, as the planner takes them."""
     from sgblas.operands import read_operand
 
     def ptr(x):
         return read_operand(x, "X").ptr
 
-    return GemmProblem(h.cc, h.math_mode, case.ta, case.tb, case.m, case.n, case.k, ptr(case.dA), case.lda,
-                       ptr(case.dB), case.ldb, ptr(case.dC), case.ldc)
+    return (case.ta, case.tb, case.m, case.n, case.k, ptr(case.dA), case.lda, ptr(case.dB), case.ldb,
+            ptr(case.dC), case.ldc)
 
 
 def test_too_little_workspace_takes_a_kernel_that_needs_none(tiny_splits):
     case = GemmCase(_seed("workspace"), "N", "N", 20, 24, 100, ld_multiple=4)
+    spec = SPLIT_SPECS[("N", "N")]
     need = splitk.workspace_bytes(case.m, case.n, splitk.MIN_PARTIALS)
+    ta, tb, m, n, k, a, lda, b, ldb, c, ldc = _plan_args(case)
     with sgblas.Handle(workspace_bytes=need - 4) as h:
         explanation = _explain(h, case)
         assert not explanation.kernel.startswith("sgemm_splitk_"), str(explanation)
+        assert not any(name.startswith("sgemm_splitk_") for name, _ in explanation.candidates)
         reasons = dict(explanation.passed_over)
-        assert reasons[SPLIT_SPECS[("N", "N")].name] == (
-            f"it needs {need} bytes of workspace and the handle has {need - 4}"), str(explanation)
+        assert reasons[spec.name] == (
+            f"it needs {need} bytes of workspace for two partials and the handle has {need - 4}"), str(explanation)
+        assert plan_for(h, ta, tb, m, n, k, True, a, lda, b, ldb, c, ldc, pin=spec) is None  # nor when pinned
         before = case.reset_c(nan=True)
         assert sgblas.sgemm(h, *case.args(1.0, 0.0)) == Status.SUCCESS
         case.check(1.0, 0.0, C_before=before)
 
-        # Exactly three partials' worth: three splits (more would fill the GPU better). A
-        # workspace set later forgets the old plans.
+        # Exactly three partials' worth: no candidate of more, and the split pinned within it.
         h.set_workspace(splitk.workspace_bytes(case.m, case.n, 3))
-        assert _explain(h, case).kernel == SPLIT_SPECS[("N", "N")].name
-        assert choose(_problem(h, case), h.properties, h.workspace_bytes).split.splits == 3
+        offered = {name for name, _ in _explain(h, case).candidates if name.startswith(spec.name + "/")}
+        assert offered == {f"{spec.name}/s2", f"{spec.name}/s3"}, offered
+        why = plan_named(h, f"{spec.name}/s4", ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+        assert isinstance(why, str) and "bytes of workspace" in why, why
+        pinned = plan_for(h, ta, tb, m, n, k, True, a, lda, b, ldb, c, ldc, pin=spec)
+        assert pinned.spec is spec and 2 <= pinned.splits <= 3
         before = case.reset_c(nan=True)
         assert sgblas.sgemm(h, *case.args(1.0, 0.0)) == Status.SUCCESS
+        assert plan_for(h, ta, tb, m, n, k, True, a, lda, b, ldb, c, ldc) is pinned  # the call ran it
         case.check(1.0, 0.0, C_before=before)
+        # A workspace set later forgets the old plans, the pinned one too.
         h.set_workspace(0)
-        assert not _explain(h, case).kernel.startswith("sgemm_splitk_")
+        assert not plan_for(h, ta, tb, m, n, k, True, a, lda, b, ldb, c, ldc).spec.name.startswith("sgemm_splitk_")
 
 
 def test_k_zero_and_alpha_zero_still_take_the_scale_kernel(tiny_splits):
@@ -241,13 +256,13 @@ def test_the_registry_rows():
         assert spec.workspace(100, 30, 5000) == 2 * 100 * 30 * 4
         assert spec.abi.name == "gemm_split"
     names = {s.name for s in rows}
-    want = {f"sgemm_splitk_{a}{b}_{tile}x16_2s_a16".lower() for a, b in PAIRS for tile in ("128x128", "128x64")}
+    want = {f"sgemm_splitk_{a}{b}_{tile}x16_2s_a16".lower() for a, b in PAIRS for tile in ("128x128", "128x64", "64x64")}
     want |= {"sgemm_splitk_nn_128x128x16t16x8_2s_a16", "sgemm_splitk_nt_128x128x16t16x8_2s_a16"}
     # The 4-byte class: each pair's 128x128 8 x 8 row, for the tail plans' rectangles.
     want |= {f"sgemm_splitk_{a}{b}_128x128x16_2s_a4".lower() for a, b in PAIRS}
     assert names == want  # one per 16-byte row of the SIMT manifest, and four 4-byte ones
     slices = splitk.split_manifest(SIMT_MANIFEST)
-    assert len(slices) == 14
+    assert len(slices) == 18
     # Each change names a 16-byte slice kernel, which takes it; the others are their rows but
     # for split_k.
     keys = {(splitk._slice_key(c), c.align): c for c in slices}
@@ -275,14 +290,14 @@ def test_a_split_variant_needs_only_a_and_b_aligned():
     assert "ldb=4097" in reason
 
 
-#: The slice kernels the heuristic passes over, by name.
-PASSED_OVER = sorted(s.name for s in GEMM_KERNELS if s.role == "splitk" and s not in SPLIT_SPECS.values())
+#: The slice kernels besides those that the calls through sgemm run, by name.
+OTHER_SLICE_KERNELS = sorted(s.name for s in GEMM_KERNELS if s.role == "splitk" and s not in SPLIT_SPECS.values())
 
 
-@pytest.mark.parametrize("name", PASSED_OVER)
-def test_the_slice_kernels_the_heuristic_passes_over_still_compute_right(name):
-    """Each slice kernel the heuristic passes over, pinned (as ``tests/sanitizer_cases.py``
-    pins it) at one CTA tile per slice: m and n inside the tile and off the vector width, k the
+@pytest.mark.parametrize("name", OTHER_SLICE_KERNELS)
+def test_the_other_slice_kernels_compute_right(name):
+    """Each other slice kernel, pinned (as ``tests/sanitizer_cases.py`` pins it) at one CTA
+    tile per slice: m and n inside the tile and off the vector width, k the
     sanitizer's tail k (4 steps and 3), cut in two slices of 3 steps (the main loop runs) and
     2 partial ones. The result against float64, beta applied, padding untouched. The grids of
     several tiles are the slow set's (the next test) and the generator's
@@ -299,8 +314,8 @@ def test_the_slice_kernels_the_heuristic_passes_over_still_compute_right(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", PASSED_OVER)
-def test_the_slice_kernels_the_heuristic_passes_over_at_the_sanitizers_tail_shape(name, capsys):
+@pytest.mark.parametrize("name", OTHER_SLICE_KERNELS)
+def test_the_other_slice_kernels_at_the_sanitizers_tail_shape(name, capsys):
     """The same kernels through the sanitizer script at its tail shape (m, n and k off the
     tile, a grid of several tiles): the result against float64, beta applied, padding untouched."""
     import sanitizer_cases
@@ -310,8 +325,8 @@ def test_the_slice_kernels_the_heuristic_passes_over_at_the_sanitizers_tail_shap
 
 
 #: A tail plan of few CTAs: 67 x 300 on 1 SM is 3 tiles of 128 x 128 on 2 slots, the whole
-#: wave 2 CTAs and one rectangle of 67 x 44 left; k = 40 splits it in two slices (2 steps, and
-#: a partial one) at the lowered minimum slice.
+#: wave 2 CTAs and one rectangle of 67 x 44 left; k = 40, too short for two slices of the least
+#: slice, splits it as a pinned slice kernel does: in two slices (2 steps, and a partial one).
 SMALL_TAIL_PLAN, SMALL_TAIL_K = (67, 300, 1), 40
 
 
@@ -324,9 +339,9 @@ def _tail_plans(shapes, k):
     assert "sgemm_splitk_tn_128x128x16_2s_a4" in out and "sgemm_splitk_tn_128x128x16_2s_a16" in out, out
 
 
-def test_a_tail_plan_computes_c_whole(tiny_splits):
-    """A tail plan under the simulator (rule 6): the tile kernel over its whole wave, then the
-    rectangle left with its K split, on a handle that sees a device of 1 SM; TN with odd
+def test_a_tail_plan_computes_c_whole():
+    """A tail plan under the simulator, run by name: the tile kernel over its whole wave, then
+    the rectangle left with its K split, on a handle that sees a device of 1 SM; TN with odd
     leading dimensions (the 4-byte slice kernel) and aligned ones (the 16-byte one), beta
     applied, C's padding untouched (``tests/sanitizer_cases.py``, which the H200 runs under
     every sanitizer tool with both of its shapes and pairs)."""
@@ -334,7 +349,7 @@ def test_a_tail_plan_computes_c_whole(tiny_splits):
 
 
 @pytest.mark.slow
-def test_the_sanitizers_first_tail_plan_computes_c_whole(tiny_splits):
+def test_the_sanitizers_first_tail_plan_computes_c_whole():
     """The sanitizer script's first tail plan (300 x 300 on 3 SMs, its k) the same way."""
     import sanitizer_cases
 
