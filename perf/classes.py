@@ -478,15 +478,6 @@ def accuracy_row(case: sweep.SweepCase, dist: str, *, sgblas: Any, handle: Any, 
     return row
 
 
-def _sgblas_device(handle: Any) -> dict[str, Any]:
-    from sgblas.dispatch import model
-
-    cal = model.calibration_for(handle.cc, handle.properties, warn=False)
-    return {"cc": list(handle.cc), "key": model.device_key(handle.cc, handle.properties),
-            "properties": dict(handle.properties._asdict()), "workspace_bytes": int(handle.workspace_bytes),
-            "math_mode": handle.math_mode.name, "calibrated": bool(cal.calibrated), "calibration_source": cal.source}
-
-
 def measure_extras(doc: dict[str, Any], args: argparse.Namespace, *, want_copy: bool,
                    accuracy_cases: Sequence[sweep.SweepCase],
                    deadline: float | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -520,7 +511,7 @@ def measure_extras(doc: dict[str, Any], args: argparse.Namespace, *, want_copy: 
                                **kwargs)
         cublas = bench.CublasPedantic(backend) if args.cublas else None
         if doc.get("sgblas_device") is None:
-            doc["sgblas_device"] = _sgblas_device(handle)
+            doc["sgblas_device"] = sweep.device_record(handle)
         try:
             for number, case in enumerate(accuracy_cases):
                 for dist in DISTRIBUTIONS:

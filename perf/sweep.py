@@ -626,6 +626,18 @@ def _us(seconds: float | None) -> str:
 # The run
 
 
+def device_record(handle: Any) -> dict[str, Any]:
+    """What a result file records of the device as sgblas sees it through ``handle``: enough to
+    rebuild each row as the ``GemmProblem`` it timed (compute capability, the properties sgblas
+    reads, workspace) and whether its calibration chose."""
+    from sgblas.dispatch import model
+
+    cal = model.calibration_for(handle.cc, handle.properties, warn=False)
+    return {"cc": list(handle.cc), "key": model.device_key(handle.cc, handle.properties),
+            "properties": dict(handle.properties._asdict()), "workspace_bytes": int(handle.workspace_bytes),
+            "math_mode": handle.math_mode.name, "calibrated": bool(cal.calibrated), "calibration_source": cal.source}
+
+
 def run_cases(cases: Sequence[SweepCase], args: argparse.Namespace, *, tool: str, seed: int,
               argv: Sequence[str] | None) -> tuple[dict[str, Any] | None, int]:
     """Time ``cases`` (sorted as given) on the GPU; (document, exit status). The document has
@@ -651,7 +663,6 @@ def run_cases(cases: Sequence[SweepCase], args: argparse.Namespace, *, tool: str
         print(f"perf.{tool}: --cublas needs CuPy arrays ({backend_reason})", file=sys.stderr)
         return None, 2
     import sgblas
-    from sgblas.dispatch import model
 
     device = environment.device_info(args.device)
     l2_bytes = device.get("l2_bytes") or bench.DEFAULT_L2_BYTES
@@ -667,15 +678,9 @@ def run_cases(cases: Sequence[SweepCase], args: argparse.Namespace, *, tool: str
         handle = sgblas.Handle(device=None if device.get("simulator") else args.device, stream=backend.stream,
                                **kwargs)
         cublas = bench.CublasPedantic(backend) if args.cublas else None
-        cal = model.calibration_for(handle.cc, handle.properties, warn=False)
-        sgblas_device = {
-            "cc": list(handle.cc), "key": model.device_key(handle.cc, handle.properties),
-            "properties": dict(handle.properties._asdict()), "workspace_bytes": int(handle.workspace_bytes),
-            "math_mode": handle.math_mode.name, "calibrated": bool(cal.calibrated),
-            "calibration_source": cal.source,
-        }
+        sgblas_device = device_record(handle)
         print(f"perf.{tool}: {len(cases)} cases on {device.get('name')} ({sgblas_device['key']}, "
-              f"{'calibrated' if cal.calibrated else 'uncalibrated: default rates'}), "
+              f"{'calibrated' if sgblas_device['calibrated'] else 'uncalibrated: default rates'}), "
               f"arrays: {backend.name}, timer: {timing.name}", flush=True)
         width = max(20, *(len(c.label) for c in cases))
         loop_started = time.perf_counter()
