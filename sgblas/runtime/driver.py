@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import struct
 import threading
 from typing import Any, Callable, Iterator
@@ -399,6 +400,9 @@ def mem_free(ptr: int) -> None:
     _check("cuMemFree", _lib().cuMemFree_v2(ptr))
 
 
+_layout_serial = itertools.count()
+
+
 class ParamLayout:
     """A kernel's parameters packed at fixed offsets of one buffer, with the ``void**`` array
     ``cuLaunchKernel`` reads them through; one buffer per thread, reused by every launch."""
@@ -406,7 +410,9 @@ class ParamLayout:
     def __init__(self, fmt: str, offsets: tuple[int, ...]) -> None:
         self._struct = struct.Struct(fmt)
         self._offsets = offsets
-        self._attribute = f"layout_{id(self):x}"
+        # A serial, not id(self): a layout collected and replaced by one at the same address
+        # would otherwise find the old one's thread-local buffers, of another size.
+        self._attribute = f"layout_{next(_layout_serial)}"
         self._remembered = 1
 
     def buffers(self):

@@ -47,3 +47,13 @@ def test_the_launch_config_has_cuda_h_layout_and_asks_for_programmatic_serializa
     attribute = config.attrs.contents
     assert attribute.id == driver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION == 6
     assert attribute.value == 1
+
+
+def test_a_new_param_layout_never_finds_a_collected_ones_buffers():
+    """Layouts come and go (a test's own ABI); one made where a collected one lived gets buffers
+    of its own size, not the thread-local buffers its predecessor left."""
+    for size in range(1, 400):
+        layout = driver.ParamLayout(f"<{size}i", tuple(4 * i for i in range(size)))
+        storage, pointers, _, last = layout.buffers()
+        assert len(storage) == 4 * size and len(pointers) == size and len(last) == 1
+        del layout, storage, pointers, last
