@@ -173,12 +173,16 @@ def _splits(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace
     every split count of every splitting variant when a shape is first planned)."""
     lo, shortest, most = _limits(spec, p, workspace_bytes)
     g, k = granule(spec), p.k
+    if lo > 1 and k <= shortest:
+        return  # two slices of at least the shortest need more K
     seen = set()
     for s in split_counts(spec, p.m, p.n, props):
         chunk = -(-k // s)
         chunk = -(-chunk // g) * g
         splits = -(-k // chunk)
-        if splits in seen or splits < lo or (splits > 1 and (chunk < shortest or splits > most)):
+        if splits > 1 and (chunk < shortest or splits > most):
+            break  # the counts ascend: every later one has slices as short, or more of them
+        if splits in seen or splits < lo:
             continue
         seen.add(splits)
         yield Split(splits, chunk)
@@ -198,15 +202,13 @@ def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: Dev
     out: list[Candidate] = []
     passed: list[tuple[str, str]] = []
     for spec in legal:
-        need = spec.workspace(p.m, p.n, p.k)
-        found = 0
         if spec.role in ("splitk", "skinny"):
-            for split in _splits(spec, p, props, workspace_bytes):
-                out.append(Candidate(spec, split))
-                found += 1
-            if not found:
+            found = len(out)
+            out.extend(Candidate(spec, split) for split in _splits(spec, p, props, workspace_bytes))
+            if len(out) == found:
                 passed.append((spec.name, _no_split(spec, p, workspace_bytes)))
             continue
+        need = spec.workspace(p.m, p.n, p.k)
         if need > workspace_bytes:
             passed.append((spec.name, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}"))
             continue

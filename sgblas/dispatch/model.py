@@ -232,28 +232,46 @@ def _tile_launch(cal: Calibration, spec: KernelSpec, props: DeviceProperties, m:
                                          2.0 * bm * bn * kc, 4.0 * n_ctas * (bm + bn) * kc, out_bytes, flags)
 
 
-def _reduce_seconds(cal: Calibration, props: DeviceProperties, m: int, n: int, splits: int, flags: int) -> float:
+@functools.cache
+def _reduce_spec() -> KernelSpec:
+    # Looked up at the first prediction, not at import: the registry appends the reduction's
+    # row after this module may have been imported.
     from sgblas.kernels import spec as registry
 
-    red = registry.by_name(_reduce.NAME)
+    return registry.by_name(_reduce.NAME)
+
+
+def _reduce_seconds(cal: Calibration, props: DeviceProperties, m: int, n: int, splits: int, flags: int) -> float:
+    red = _reduce_spec()
     ldw = _reduce.padded_rows(m)
     return cal.launch_s + launch_seconds(cal.rates[red.name], props.sm_count, occupancy(red, props),
-                                         red.grid(m, n, 0)[0], 0.0, 4.0 * splits * ldw * n, 8.0 * m * n, flags)
+                                         _reduce.grid(m, n)[0], 0.0, 4.0 * splits * ldw * n, 8.0 * m * n, flags)
+
+
+@functools.cache
+def _pack_spec() -> KernelSpec:
+    from sgblas.kernels import spec as registry
+
+    return registry.by_name(_pack.NAME)
 
 
 def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibration,
             rectangle_seconds: Callable[[tuple[int, int, int, int]], float] | None = None,
-            flags: int | None = None) -> float:
+            flags: int | None = None, reduce_seconds: Callable[[int], float] | None = None) -> float:
     """Predicted seconds of candidate ``c`` for ``p`` (launch gaps included).
 
     A tail plan's rectangles are timed by ``rectangle_seconds`` (their own choice's predicted
     time, which the dispatcher supplies); without it a tail plan's prediction counts only its
     whole waves and the rectangles' launch gaps: a lower bound. ``flags``: ``p``'s
-    :func:`layout_flags`, when the caller has them.
+    :func:`layout_flags`, when the caller has them; ``reduce_seconds``: the reduction's time
+    for a number of partials of ``p``, when the caller keeps them (:meth:`Floor.reduce_seconds`).
     """
     spec, split, tail = c
     if flags is None:
         flags = layout_flags(p)
+    if reduce_seconds is None:
+        def reduce_seconds(s: int) -> float:
+            return _reduce_seconds(cal, props, m, n, s, flags)
     m, n, k = p.m, p.n, p.k
     if spec.role == "skinny":
         # A CTA works on its whole slice of the large dimension (QC) and on the row blocks of 4
@@ -269,16 +287,14 @@ def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibrat
                                           4.0 * k * (large + tiles * small),
                                           4.0 * m * n * s if s > 1 else 4.0 * m * n, flags & ~SLOW_LD,
                                           4.0 * split.k_chunk * (cfg.QC + small))
-        return t + (_reduce_seconds(cal, props, m, n, s, flags) if s > 1 else 0.0)
+        return t + (reduce_seconds(s) if s > 1 else 0.0)
     if spec.role == "splitk":
         s = split.splits
         t = _tile_launch(cal, spec, props, m, n, split.k_chunk, s, flags & ~C_UNALIGNED,
                          4.0 * s * _reduce.padded_rows(m) * n)
-        return t + _reduce_seconds(cal, props, m, n, s, flags)
+        return t + reduce_seconds(s)
     if spec.role == "packed":
-        from sgblas.kernels import spec as registry
-
-        pk = registry.by_name(_pack.NAME)
+        pk = _pack_spec()
         t = 0.0
         for rows, cols, _ in _packed.copies(spec.pair, m, n, k):
             t += cal.launch_s + launch_seconds(cal.rates[pk.name], props.sm_count, occupancy(pk, props),
@@ -306,6 +322,7 @@ class Floor:
         self.flags = layout_flags(p)
         self.fastest = max(cal.rates[c.spec.name].flops for c in cands)
         self.reduce: dict[int, float] = {}
+        self._reduce_launch: tuple | None = None
 
     def _work(self, m: int, n: int, k: int, flops: float) -> float:
         return 2.0 * m * n * k / (self.props.sm_count * flops)
@@ -319,11 +336,26 @@ class Floor:
             return predict(c, p, self.props, cal, no_rectangles, self.flags) + self.rectangles(c)
         t = cal.launch_s + self._work(p.m, p.n, p.k, cal.rates[c.spec.name].flops)
         s = c.split.splits if c.split is not None else 1
-        if s > 1:
-            if s not in self.reduce:
-                self.reduce[s] = _reduce_seconds(cal, self.props, p.m, p.n, s, self.flags)
-            t += self.reduce[s]
+        return t + self.reduce_seconds(s) if s > 1 else t
+
+    def reduce_seconds(self, splits: int) -> float:
+        """The reduction's predicted time for ``splits`` partials of this problem (each count
+        computed once: a problem's splitting variants share them)."""
+        t = self.reduce.get(splits)
+        if t is None:
+            if self._reduce_launch is None:
+                red, m, n = _reduce_spec(), self.p.m, self.p.n
+                self._reduce_launch = (self.cal.rates[red.name], self.props.sm_count, occupancy(red, self.props),
+                                       _reduce.grid(m, n)[0], 4.0 * _reduce.padded_rows(m) * n, 8.0 * m * n)
+            r, sm_count, occ, n_ctas, partial_bytes, c_bytes = self._reduce_launch
+            t = self.reduce[splits] = self.cal.launch_s + launch_seconds(r, sm_count, occ, n_ctas, 0.0,
+                                                                         splits * partial_bytes, c_bytes, self.flags)
         return t
+
+    def predict(self, c: Candidate,
+                rectangle_seconds: Callable[[tuple[int, int, int, int]], float] | None = None) -> float:
+        """:func:`predict` of ``c`` for this problem, with the reductions' times kept."""
+        return predict(c, self.p, self.props, self.cal, rectangle_seconds, self.flags, self.reduce_seconds)
 
     def rectangles(self, c: Candidate) -> float:
         """At most the time of a tail plan's rectangles: each one's launch gap and its work at

@@ -141,10 +141,7 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     (less than a wave: no tail plan of its own).
     """
     legal, refused = [], []
-    pair = (p.transa, p.transb)
-    for spec in registry.GEMM_KERNELS:
-        if quick and spec.pair is not None and spec.pair != pair:
-            continue
+    for spec in _of_pair((p.transa, p.transb)) if quick else registry.GEMM_KERNELS:
         reason = spec.can_implement(p)
         if reason is None:
             legal.append(spec)
@@ -153,6 +150,19 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     # A call's path says nothing of an uncalibrated device: explain does, once.
     cal = _model.calibration_for(p.cc, props, warn=not quick)
     return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
+
+
+_PAIR_KERNELS: dict[tuple[str, str], tuple[tuple, tuple]] = {}
+
+
+def _of_pair(pair: tuple[str, str]) -> tuple[KernelSpec, ...]:
+    """The GEMM variants that may run ``pair`` (theirs, or any), in registry order; kept per
+    pair for as long as the registry's tuple is the same one."""
+    kernels = registry.GEMM_KERNELS
+    kept = _PAIR_KERNELS.get(pair)
+    if kept is None or kept[0] is not kernels:
+        kept = _PAIR_KERNELS[pair] = (kernels, tuple(s for s in kernels if s.pair is None or s.pair == pair))
+    return kept[1]
 
 
 def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
@@ -165,26 +175,25 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
     best, best_t = None, float("inf")
     timed: list[tuple[_cand.Candidate, float]] = []
     later = []
-    flags = _model.layout_flags(p)
+    floor = _model.Floor(p, props, cal, cands)
     for c in cands:
         if c.tail is not None or c.split is not None and c.split.splits > 1:
             later.append(c)
             continue
-        t = _model.predict(c, p, props, cal, None, flags)
+        t = floor.predict(c)
         timed.append((c, t))
         if t < best_t:
             best, best_t = c, t
     # Splits and tail plans cost more to predict; on a call's path, those whose lower bound
     # (:class:`sgblas.dispatch.model.Floor`) cannot beat the best so far are not predicted.
-    floor = _model.Floor(p, props, cal, cands)
     subs: dict = {}
     for c in later:
         if c.tail is None:
             if quick and floor.lower_bound(c) >= best_t:
                 continue
-            t = _model.predict(c, p, props, cal, None, flags)
+            t = floor.predict(c)
         else:
-            t = _model.predict(c, p, props, cal, _model.no_rectangles, flags)  # the whole waves
+            t = floor.predict(c, _model.no_rectangles)  # the whole waves
             if quick and t + floor.rectangles(c) >= best_t:
                 continue
             for rect in c.tail.rects:

@@ -94,22 +94,17 @@ def _packed_spec(base: type, cfg: TileConfig):
                         f"above the kernels' 32-bit limit")
         return None
 
-    class PackedSpec(base):
-        """Reads copies of A and B that it makes itself, and C element by element: no
-        alignment of the caller's arrays is needed."""
-
-        def can_implement(self, p: GemmProblem) -> str | None:
-            return base.can_implement(self, p._replace(a_ptr=0, lda=4, b_ptr=0, ldb=4, c_ptr=0, ldc=4)) or guard(p)
-
-    return PackedSpec(
+    # It reads copies of A and B that it makes itself, and C element by element: no alignment
+    # of the caller's arrays is needed.
+    return base(
         name=name, role="packed", abi=abi.GEMM, pair=pair, align=cfg.align,
         tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n),
         builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid),
         sources=lambda after_grid: (sgemm_simt.generate_source(cfg, name, after_grid),) + SIMT_CALLS,
-        workspace=lambda m, n, k: workspace_bytes(pair, m, n, k),
-        launches=3, blocks_per_sm=cfg.min_blocks, config=cfg)
+        guard=guard, workspace=lambda m, n, k: workspace_bytes(pair, m, n, k),
+        launches=3, blocks_per_sm=cfg.min_blocks, config=cfg, vector_operands=())
 
 
 def _pack_spec(base: type):

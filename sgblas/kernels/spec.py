@@ -35,6 +35,9 @@ from sgblas.runtime.device import GRID_WAIT_MIN_CC
 __all__ = ["KernelSpec", "REGISTRY", "GEMM_KERNELS", "SCALE_KERNEL", "by_name", "SIMT_MANIFEST"]
 
 _SIMULATED_CC = (0, 0)
+#: An operand's (address, leading dimension) in a problem.
+_OPERANDS: dict[str, Callable[[GemmProblem], tuple[int, int]]] = {
+    "A": lambda p: (p.a_ptr, p.lda), "B": lambda p: (p.b_ptr, p.ldb), "C": lambda p: (p.c_ptr, p.ldc)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,6 +84,9 @@ class KernelSpec:
     config: Any = None
     #: A backstop runs only what no specialised variant may run (the general kernel).
     backstop: bool = False
+    #: The operands the alignment class applies to: those the kernel accesses with vectors of
+    #: ``align`` bytes (a slice kernel never touches C; a packed one reads copies it makes).
+    vector_operands: tuple[str, ...] = ("A", "B", "C")
 
     def can_implement(self, p: GemmProblem) -> str | None:
         """None when this variant computes ``p`` correctly, else the sentence saying why not."""
@@ -92,17 +98,28 @@ class KernelSpec:
         if p.cc != _SIMULATED_CC and tuple(p.cc) < self.min_cc:
             return (f"compute capability sm_{p.cc[0]}{p.cc[1]} is below sm_{self.min_cc[0]}{self.min_cc[1]}, "
                     f"which {self.name} needs")
-        if self.align > 4:
-            for what, ptr in (("A", p.a_ptr), ("B", p.b_ptr), ("C", p.c_ptr)):
-                if ptr % self.align:
-                    return (f"{what}'s address {ptr:#x} is not {self.align}-byte aligned, "
-                            f"which {self.name}'s {self.align}-byte accesses need")
-            step = self.align // 4
-            for what, ld in (("lda", p.lda), ("ldb", p.ldb), ("ldc", p.ldc)):
-                if ld % step:
-                    return (f"{what}={ld} is not a multiple of {step}, so {self.name}'s {self.align}-byte "
-                            f"accesses of {what[-1].upper()} would be misaligned")
+        ops, a = self.vector_operands, self.align
+        if a > 4 and ops:
+            # Tested inline first: this runs for every variant of the pair when a shape is
+            # first planned, and the sentence is needed only when it refuses.
+            step = a >> 2
+            if ("A" in ops and (p.a_ptr % a or p.lda % step)) or ("B" in ops and (p.b_ptr % a or p.ldb % step)) \
+                    or ("C" in ops and (p.c_ptr % a or p.ldc % step)):
+                return self._misalignment(p)
         return self.guard(p)
+
+    def _misalignment(self, p: GemmProblem) -> str | None:
+        operands = [(what, *_OPERANDS[what](p)) for what in self.vector_operands]
+        for what, ptr, _ in operands:
+            if ptr % self.align:
+                return (f"{what}'s address {ptr:#x} is not {self.align}-byte aligned, "
+                        f"which {self.name}'s {self.align}-byte accesses need")
+        step = self.align // 4
+        for what, _, ld in operands:
+            if ld % step:
+                return (f"ld{what.lower()}={ld} is not a multiple of {step}, so {self.name}'s {self.align}-byte "
+                        f"accesses of {what} would be misaligned")
+        return None
 
     def build(self, cc: tuple[int, int] | None = None) -> Callable:
         """The plain Python kernel function for ``cc`` (None: the simulator's), waiting for the

@@ -20,8 +20,8 @@ that sentence.
 Alignment class of these rows: the operands they read with 16-byte accesses. The slice kernels
 read A and B so (C is never touched: their output is the workspace, and the reduction reads C
 with 16-byte accesses only when C allows it); a skinny kernel reads only its large operand so.
-:class:`PartialReadSpec` checks exactly those, so ``lda = 3`` for a 3 x k A does not stop a
-skinny kernel.
+:attr:`KernelSpec.vector_operands <sgblas.kernels.spec.KernelSpec.vector_operands>` names
+exactly those, so ``lda = 3`` for a 3 x k A does not stop a skinny kernel.
 
 ``sgblas/kernels/spec.py`` appends these rows at its end (:func:`rows`), handing over its
 ``KernelSpec`` class and SIMT manifest: this module does not import :mod:`sgblas.kernels.spec`,
@@ -31,7 +31,6 @@ which imports it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Callable
 
 from sgblas.kernels import abi, reduce, sgemm_simt, skinny
@@ -120,32 +119,6 @@ def _partial_guard(p: GemmProblem) -> str | None:
     return None
 
 
-@functools.cache
-def _spec_class(base: type) -> type:
-    """The registry's ``KernelSpec`` with the alignment check narrowed to the operands a row
-    reads with vector accesses."""
-
-    class PartialReadSpec(base):
-        """A variant that reads only some of A, B and C with vector accesses: the alignment
-        class applies to those (:func:`_vector_operands`), the others may have any address
-        and leading dimension."""
-
-        def can_implement(self, p: GemmProblem) -> str | None:
-            vector = _vector_operands(self.config)
-            dummy = {}
-            if "A" not in vector:
-                dummy.update(a_ptr=0, lda=4)
-            if "B" not in vector:
-                dummy.update(b_ptr=0, ldb=4)
-            if "C" not in vector:
-                dummy.update(c_ptr=0, ldc=4)
-            # The guards of these rows read m, n, k and the vector operands only, which keep
-            # their real values.
-            return base.can_implement(self, p._replace(**dummy) if dummy else p)
-
-    return PartialReadSpec
-
-
 def _vector_operands(cfg: Any) -> tuple[str, ...]:
     if isinstance(cfg, SkinnyConfig):
         return (cfg.large,)
@@ -158,7 +131,7 @@ def _split_spec(base: type, cfg: TileConfig):
     def guard(p: GemmProblem) -> str | None:
         return sgemm_simt.guard(cfg, p) or _partial_guard(p)
 
-    return _spec_class(base)(
+    return base(
         name=name, role="splitk", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=cfg.align,
         tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
         launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
@@ -167,7 +140,7 @@ def _split_spec(base: type, cfg: TileConfig):
         sources=lambda after_grid: (sgemm_simt.generate_source(cfg, name, after_grid),) + SIMT_CALLS,
         guard=guard,
         workspace=lambda m, n, k: workspace_bytes(m, n, MIN_PARTIALS),
-        launches=2, blocks_per_sm=cfg.min_blocks, config=cfg)
+        launches=2, blocks_per_sm=cfg.min_blocks, config=cfg, vector_operands=_vector_operands(cfg))
 
 
 def _skinny_spec(base: type, cfg: SkinnyConfig):
@@ -181,13 +154,13 @@ def _skinny_spec(base: type, cfg: SkinnyConfig):
     def guard(p: GemmProblem) -> str | None:
         return skinny.guard(cfg, p) or _partial_guard(p)
 
-    return _spec_class(base)(
+    return base(
         name=name, role="skinny", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=cfg.align, tile=cfg.tile,
         stages=cfg.STAGES, block=(cfg.THREADS, 1, 1), launch_bounds=cfg.launch_bounds, min_cc=(8, 0),
         grid=lambda m, n, k: skinny.grid_for(cfg, m, n, 1), builder=builder,
         sources=lambda after_grid: (skinny.generate_source(cfg, name, after_grid),) + SKINNY_CALLS,
         guard=guard,
-        blocks_per_sm=cfg.min_blocks, config=cfg)
+        blocks_per_sm=cfg.min_blocks, config=cfg, vector_operands=_vector_operands(cfg))
 
 
 def _reduce_spec(base: type):
