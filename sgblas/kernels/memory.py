@@ -33,14 +33,20 @@ Rules the caller must keep, since nothing here checks them on the device:
 
 The rest are here for Numba's front end rather than for an instruction: ``cp_async4_if`` and
 ``select`` (what a conditional expression lowers to), ``lds4_into`` (``lds4`` into four elements
-of a local array) and the multiply-add blocks ``fma_block``, ``dot_block`` and ``axpy_block``
-(a register tile's FMAs for one k). Numba's front end spends time with the product of a
+of a local array), the multiply-add blocks ``fma_block``, ``dot_block`` and ``axpy_block``
+(a register tile's FMAs for one k), ``cp_async4x4`` (four 4-byte copies of one 16-byte vector)
+and ``ldg4_tail``/``ldg2_tail``/``ldg1_tail`` (a register-staged load of the last K slice: the
+vector when it lies inside k, else element by element with zeros past k, which the text wrote
+as nested ``if`` statements). Numba's front end spends time with the product of a
 function's basic blocks and its variables, and with that of its statements and the variables
 assigned more than once (every conditional expression makes blocks and one such variable);
 written out in a generated kernel's text, an unrolled K loop's FMA blocks and fragment loads
 were two thirds of its statements and most of its blocks. As intrinsics they are one call
 each, and each emits the LLVM IR that Numba made of the text it replaces (the FMA blocks the
-same constant-trip loops, which NVVM unrolls, around the same statements), so that the PTX is
+same constant-trip loops, which NVVM unrolls, around the same statements; the tail loads the
+same blocks in the same order, the same stack slots for the variables the text assigned, and
+the index arithmetic recomputed in each block as the text had it: NVVM's PTX changed when
+the index was computed once ahead of the branches), so that the PTX is
 the same: its instructions, their order and their registers (the order of a tile's FMAs is
 ptxas's input for the register allocation of the K loop,
 docs/history/tuning-ladder-4-runs-j-to-l.md, rung 25). An unrolled FMA block in place of
@@ -56,10 +62,12 @@ __all__ = [
     "cp_async16", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait_all",
     "cp_async_wait_group", "grid_dependency_wait",
     "cp_async4_if", "select", "lds4_into", "fma_block", "dot_block", "axpy_block",
+    "ldg4_tail", "ldg2_tail", "ldg1_tail", "cp_async4x4",
     "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg2_py", "stg2_py", "ldg1_py", "sts1_py",
     "stg1_py", "cp_async16_py", "cp_async8_py", "cp_async4_py", "cp_async_commit_py",
     "cp_async_wait_all_py", "cp_async_wait_group_py", "grid_dependency_wait_py",
     "cp_async4_if_py", "select_py", "lds4_into_py", "fma_block_py", "dot_block_py", "axpy_block_py",
+    "ldg4_tail_py", "ldg2_tail_py", "ldg1_tail_py", "cp_async4x4_py",
 ]
 
 
@@ -178,6 +186,39 @@ def lds4_into_py(dst, j, arr, i):
     dst[j], dst[j + 1], dst[j + 2], dst[j + 3] = arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
 
 
+def _ldg_tail_py(width: int, arr, ok, kv, q, g, kq, cs, c):
+    at = g + kq + c * cs
+    if width > 1 and ok and q + kq + width <= kv:
+        return tuple(arr[at + e] for e in range(width))
+    return tuple(arr[at + e] if ok and q + kq + e < kv else 0.0 for e in range(width))
+
+
+def ldg4_tail_py(arr, ok, kv, q, g, kq, cs, c):
+    """A k-major load of 4 floats into registers in the slice that holds column ``kv - 1``
+    (where k ends): ``arr[at:at + 4]`` with ``at = g + kq + c * cs``, element ``e`` zero
+    unless ``ok`` and ``q + kq + e < kv``; one 16-byte load when all four are in. ``kq`` (the
+    load's k offset, added to the index and to ``q``) and ``c`` (its column pass, ``cs``
+    apart) are constants."""
+    return _ldg_tail_py(4, arr, ok, kv, q, g, kq, cs, c)
+
+
+def ldg2_tail_py(arr, ok, kv, q, g, kq, cs, c):
+    """:func:`ldg4_tail_py` of 2 floats (one 8-byte load when both are in)."""
+    return _ldg_tail_py(2, arr, ok, kv, q, g, kq, cs, c)
+
+
+def ldg1_tail_py(arr, ok, kv, q, g, kq, cs, c):
+    """:func:`ldg4_tail_py` of one float, returned alone."""
+    return _ldg_tail_py(1, arr, ok, kv, q, g, kq, cs, c)[0]
+
+
+def cp_async4x4_py(dst, di, src, si):
+    """``cp_async4(dst, di + e, src, si + e, 4)`` for ``e < 4``: a 16-byte vector copied as
+    four 4-byte copies, for a source aligned to 4 bytes only."""
+    for e in range(4):
+        cp_async4_py(dst, di + e, src, si + e, 4)
+
+
 def _sizes(what: str, *sizes) -> None:
     if not all(isinstance(x, int) and x > 0 for x in sizes):
         raise ValueError(f"{what} needs positive sizes, got {sizes!r}")
@@ -248,6 +289,8 @@ if SIMULATOR:
     grid_dependency_wait = grid_dependency_wait_py
     cp_async4_if, select, lds4_into = cp_async4_if_py, select_py, lds4_into_py
     fma_block, dot_block, axpy_block = fma_block_py, dot_block_py, axpy_block_py
+    ldg4_tail, ldg2_tail, ldg1_tail = ldg4_tail_py, ldg2_tail_py, ldg1_tail_py
+    cp_async4x4 = cp_async4x4_py
 else:
     import functools
 
@@ -618,3 +661,158 @@ else:
 
         impl.__name__ = f"axpy_block_{m}x{n}"
         return intrinsic(impl)
+
+    def _ldg_tail(width: int, name: str):
+        """The intrinsic of :func:`ldg4_tail_py` for ``width`` floats: the blocks, slots and
+        stores Numba made of the text it replaces (the generator's ``issue_reg``, tail), the
+        index and the k tests recomputed in each block as that text did, so that NVVM, which
+        keeps them where they are, makes the same PTX of it."""
+        res = types.UniTuple(types.float32, width) if width > 1 else types.float32
+
+        def impl(typingctx, arr, ok, kv, q, g, kq, cs, c):
+            _check(name, arr, g)
+            if not isinstance(ok, types.Boolean):
+                raise TypeError(f"{name} needs a boolean ok, got {ok}")
+            for what, ty in (("q", q), ("kv", kv)):
+                if not (isinstance(ty, types.Integer) and not ty.signed and ty.bitwidth in (32, 64)):
+                    raise TypeError(f"{name} needs an unsigned 32- or 64-bit {what}, got {ty}")
+            if not (isinstance(g, types.Integer) and g.signed and g.bitwidth == 64):
+                raise TypeError(f"{name} needs an int64 index, got {g}")
+            if not (isinstance(cs, types.Integer) and cs.signed and cs.bitwidth == 64):
+                raise TypeError(f"{name} needs an int64 column stride, got {cs}")
+            if not (isinstance(kq, types.IntegerLiteral) and isinstance(c, types.IntegerLiteral)):
+                return None  # Numba types the call again, its constants as literals
+            kq_v, c_v = kq.literal_value, c.literal_value
+            if kq_v < 0 or c_v < 0:
+                raise TypeError(f"{name} needs a k offset and a column pass >= 0, got {kq_v}, {c_v}")
+
+            def codegen(context, builder, sig, args):
+                i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+                arrv, okv, kvv, qv, gv, _, csv, _ = args
+                fn = builder.function
+                after = [fn.blocks.index(builder.block) + 1]
+
+                def block(tag):  # the blocks in the text's order, after the caller's
+                    blk = fn.insert_basic_block(after[0], name=f"{name}.{tag}")
+                    after[0] += 1
+                    return blk
+
+                def wide(x):
+                    return builder.zext(x, i64) if x.type == i32 else x
+
+                def test(e, op):
+                    """``q + uint32(kq) + uint32(e) op kv`` in Numba's unsigned arithmetic
+                    (64 bits, or 32 for two 32-bit operands of a comparison); ``q [+
+                    uint32(kq)] < kv`` when ``e`` is None."""
+                    x = builder.add(wide(qv), i64(kq_v)) if kq_v else qv
+                    if e is not None:
+                        x = builder.add(wide(x), i64(e))
+                    if x.type == i32 and kvv.type == i32:
+                        return builder.icmp_unsigned(op, x, kvv)
+                    return builder.icmp_unsigned(op, wide(x), wide(kvv))
+
+                def at(e=None):
+                    """The address of ``g [+ kq] [+ c * cs] [+ e]``."""
+                    x = gv
+                    if kq_v:
+                        x = builder.add(x, i64(kq_v), flags=["nsw"])
+                    if c_v:
+                        x = builder.add(x, builder.mul(i64(c_v), csv, flags=["nsw"]), flags=["nsw"])
+                    if e is not None:
+                        x = builder.add(x, i64(e), flags=["nsw"])
+                    return _elem_ptr(context, builder, sig.args[0], arrv, types.int64, x, _GLOBAL)
+
+                def slot():
+                    return cgutils.alloca_once(builder, f32)
+
+                zero = ir.Constant(f32, 0.0)
+                if width == 1:
+                    b_k, b_ld, b_z, b_end = block("k"), block("ld"), block("zero"), block("end")
+                    builder.cbranch(okv, b_k, b_z)
+                    builder.position_at_end(b_k)
+                    builder.cbranch(test(None, "<"), b_ld, b_z)
+                    builder.position_at_end(b_ld)
+                    x = builder.load(at(), align=4)
+                    out = slot()
+                    builder.store(x, out)
+                    builder.branch(b_end)
+                    builder.position_at_end(b_z)
+                    builder.store(zero, out)
+                    builder.branch(b_end)
+                    builder.position_at_end(b_end)
+                    return builder.load(out)
+
+                b_k, b_vec = block("k"), block("vec")
+                elems = [(block(f"ok{e}"), block(f"k{e}"), block(f"ld{e}"), block(f"zero{e}"))
+                         for e in range(width)]
+                b_end = block("end")
+                builder.cbranch(okv, b_k, elems[0][0])
+                builder.position_at_end(b_k)
+                builder.cbranch(test(width, "<="), b_vec, elems[0][0])
+                builder.position_at_end(b_vec)
+                vec = builder.load(_vec_ptr(builder, at(), _GLOBAL, width), align=4 * width)
+                vals = [builder.extract_element(vec, i32(e)) for e in range(width)]
+                # Numba's slots: the results (first stored here), then each element's own but
+                # the last's, copied into the results where the elements' branches end.
+                outs = [slot() for _ in range(width)]
+                for v, out in zip(vals, outs):
+                    builder.store(v, out)
+                builder.branch(b_end)
+                own = []
+                for e, (b_ok, b_ke, b_ld, b_z) in enumerate(elems):
+                    last = e == width - 1
+                    nxt = b_end if last else elems[e + 1][0]
+                    builder.position_at_end(b_ok)
+                    builder.cbranch(okv, b_ke, b_z)
+                    builder.position_at_end(b_ke)
+                    builder.cbranch(test(e, "<"), b_ld, b_z)
+                    for blk in (b_ld, b_z):
+                        builder.position_at_end(blk)
+                        if last:
+                            for mine, out in zip(own, outs):
+                                builder.store(builder.load(mine), out)
+                        if blk is b_ld:
+                            x = builder.load(at(e), align=4)
+                            if not last:
+                                own.append(slot())
+                        else:
+                            x = zero
+                        builder.store(x, outs[e] if last else own[e])
+                        builder.branch(nxt)
+                builder.position_at_end(b_end)
+                return context.make_tuple(builder, res, [builder.load(out) for out in outs])
+
+            return res(arr, ok, kv, q, g, kq, cs, c), codegen
+
+        impl.__name__ = name
+        return intrinsic(impl)
+
+    ldg4_tail = _ldg_tail(4, "ldg4_tail")
+    ldg2_tail = _ldg_tail(2, "ldg2_tail")
+    ldg1_tail = _ldg_tail(1, "ldg1_tail")
+
+    @intrinsic
+    def cp_async4x4(typingctx, dst, di, src, si):
+        """The four ``cp_async4(dst, di + e, src, si + e, uint32(4))`` of
+        :func:`cp_async4x4_py` as Numba lowers them written out (``di + e`` and ``si + e``
+        for e > 0 in 64-bit signed arithmetic), in one call."""
+        _check("cp_async4x4", dst, di)
+        _check("cp_async4x4", src, si)
+        for idx in (di, si):
+            if not (idx.signed and idx.bitwidth == 64):
+                raise TypeError(f"cp_async4x4 needs int64 element indices, got {di} and {si}")
+        asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
+
+        def codegen(context, builder, sig, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm, "r,l,r,~{memory}",
+                              side_effect=True)
+            for e in range(4):
+                d, g = (args[1], args[3]) if e == 0 else \
+                    (builder.add(args[1], i64(e), flags=["nsw"]), builder.add(args[3], i64(e), flags=["nsw"]))
+                sptr = _elem_ptr(context, builder, sig.args[0], args[0], types.int64, d, _SHARED)
+                gptr = _elem_ptr(context, builder, sig.args[2], args[2], types.int64, g, _GLOBAL)
+                builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), i32(4)])
+            return context.get_dummy_value()
+
+        return types.void(dst, di, src, si), codegen

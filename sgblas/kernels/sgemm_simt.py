@@ -66,8 +66,11 @@ written in the text, the 48 FMA blocks and 192 fragment loads were two thirds of
 statements and most of its basic blocks, and Numba's front end, whose passes grow with their
 products, took three to four times as long. (Writing the 64 FMAs out as scalar statements
 gives the same SASS main loop but makes the front end 4-6x slower still; the epilogue's row
-loops likewise.) For the same reason a conditional expression of two computed values is a
-``select`` call and one that loads is an ``if`` statement: each conditional expression costs
+loops likewise.) For the same reason the register-staged loads of the last slice, a vector or
+element by element with zeros past k, are one call each (``ldg4_tail`` and its 2- and 1-float
+forms, whose blocks are those of the nested ``if`` statements they were written as), a
+conditional expression of two computed values is a ``select`` call and one that loads is an
+``if`` statement: each conditional expression costs
 Numba basic blocks and a variable that its SSA pass rewrites across the whole function. The K
 loop itself is peeled three ways so its steady state has no K predicates: full steps, the step
 that copies the last slice (the one that ends A's or B's buffer: K tail, partial vectors
@@ -472,26 +475,17 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
         for r in loads:
             kq, c = reg_slot(o, r)
             at = f"{x}_g" + (f" + {kq}" if kq else "") + (f" + {c} * {x}_cs" if c else "")
-            q = f"{x}_q + uint32({kq})" if kq else f"{x}_q"
             ok = f"{x}_ok{c}"
             dst = ", ".join(f"x{x}{r}_{e}" for e in range(V))
             if not tail:
                 w(f"{p}if {ok}:")
                 w(f"{p}    {dst} = {load}({o.arr}, {at})")
-            elif V == 1:
-                w(f"{p}if {ok} and {q} < kv:")
-                w(f"{p}    x{x}{r}_0 = ldg1({o.arr}, {at})")
-                w(f"{p}else:")
-                w(f"{p}    x{x}{r}_0 = float32(0)")
             else:
-                w(f"{p}if {ok} and {q} + uint32({V}) <= kv:")
-                w(f"{p}    {dst} = {load}({o.arr}, {at})")
-                w(f"{p}else:")
-                for e in range(V):
-                    w(f"{p}    if {ok} and {q} + uint32({e}) < kv:")
-                    w(f"{p}        x{x}{r}_{e} = ldg1({o.arr}, {at} + {e})")
-                    w(f"{p}    else:")
-                    w(f"{p}        x{x}{r}_{e} = float32(0)")
+                # The whole vector if it is inside k, else element by element, zero past
+                # it: one call, the intrinsic making the blocks of the `if` statements this
+                # was written as (and the index in each, as they had it)
+                w(f"{p}{dst} = ldg{V}_tail({o.arr}, {ok}, kv, {x}_q, {x}_g, {kq}, "
+                  f"{f'{x}_cs' if c else '0'}, {c})")
 
     def store_reg(chunk, p: str) -> None:
         o, loads = chunk
@@ -740,6 +734,7 @@ def _namespace() -> dict:
         "ldg4": memory.ldg4, "lds4": memory.lds4, "sts4": memory.sts4, "stg4": memory.stg4,
         "ldg2": memory.ldg2, "stg2": memory.stg2,
         "ldg1": memory.ldg1, "sts1": memory.sts1, "stg1": memory.stg1,
+        "ldg4_tail": memory.ldg4_tail, "ldg2_tail": memory.ldg2_tail, "ldg1_tail": memory.ldg1_tail,
         "cp_async16": memory.cp_async16, "cp_async8": memory.cp_async8,
         "cp_async4": memory.cp_async4,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,

@@ -56,7 +56,8 @@ The kernel text is generated from :class:`SkinnyConfig` (like :mod:`sgblas.kerne
 so every register index is a constant) and compiled by :mod:`sgblas.kernels.skinny_jit`; this
 module imports without Numba. The text writes the multiply-adds of a step, the 16-byte shared
 reads that feed them and the element-by-element copies of the tails as calls of intrinsics of
-:mod:`sgblas.kernels.memory` (``dot_block``, ``axpy_block``, ``lds4_into``, ``cp_async4_if``),
+:mod:`sgblas.kernels.memory` (``dot_block``, ``axpy_block``, ``lds4_into``, ``cp_async4_if``,
+``cp_async4x4``),
 which emit the IR Numba made of the statements and conditional expressions they replace: the
 same PTX, for about a seventh of the front end's time, which grows with the text's basic
 blocks, statements and reassigned names (:mod:`sgblas.kernels.sgemm_simt`, "Unrolling"). The
@@ -618,6 +619,9 @@ def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has, 
     matrix."""
 
     def copies(ind: str) -> None:
+        if vec == 1:  # one call, which Numba's front end types and lowers for a fraction of four
+            w(f"{ind}cp_async4x4(Lring, {d}, {Lr}, {src})")
+            return
         for e in range(0, 4, vec):
             at = f" + {e}" if e else ""
             w(f"{ind}cp_async{4 * vec}(Lring, {d}{at}, {Lr}, {src}{at}, uint32({4 * vec}))")

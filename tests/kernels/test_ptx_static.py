@@ -88,6 +88,14 @@ def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     mem.cp_async4_if(s, t + uint32(32), B, np.int64(t), t < uint32(k))
     x = mem.select(t < uint32(m), acc[0] + acc[5], acc[15])
     mem.stg1(C, t + uint32(4096), x + acc[10])
+    # the guarded loads of a last slice, and a 16-byte vector copied as four 4-byte copies
+    kv = uint32(k)
+    ok = t < uint32(n)
+    v0, v1, v2, v3 = mem.ldg4_tail(B, ok, kv, t, np.int64(t), 4, np.int64(ldb), 1)
+    w0, w1 = mem.ldg2_tail(B, ok, kv, t, np.int64(t), 0, 0, 0)
+    y = mem.ldg1_tail(B, ok, kv, t, np.int64(t), 8, np.int64(ldb), 2)
+    mem.stg4(C, t + uint32(8192), v0 + w0, v1 + w1, v2 + y, v3)
+    mem.cp_async4x4(s, np.int64(t) + 16, B, np.int64(t) + 3)
 fma = mem.fma_block(4, 4, "j", snake=True)
 dot = mem.dot_block(4, 4)
 axpy = mem.axpy_block(4, 2)
@@ -173,6 +181,12 @@ def test_memory_intrinsics_emit_their_instructions():
                "ld.global.v2.f32", "st.global.v2.f32", "st.global.f32", "fma.rn.f32", "selp."):
         assert op in ptx, op
     assert "ld.local" not in ptx and "st.local" not in ptx
+    # the tail loads: a vector when whole, else element by element under predicates (4 + 2 + 1
+    # single loads besides the probe's own), and the four 4-byte copies with all their bytes
+    assert len(re.findall(r"ld\.global\.v4\.f32", ptx)) >= 2, ptx
+    assert len(re.findall(r"ld\.global\.v2\.f32", ptx)) >= 2, ptx
+    assert len(re.findall(r"ld\.global\.f32", ptx)) >= 8, ptx
+    assert len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4, %r", ptx)) >= 5, ptx
 
 
 def _find_ptxas() -> str | None:

@@ -93,8 +93,28 @@ def _strict(fn, width: int, glob: str | None, cp_size: int = 0):
     return wrapped
 
 
+def _strict_tail(width: int):
+    """``ldg{width}_tail`` checking that each load it makes is aligned (the vector) and inside
+    the buffer."""
+    fn = getattr(memory, f"ldg{width}_tail_py")
+
+    def wrapped(arr, ok, kv, q, g, kq, cs, c):
+        at = g + kq + c * cs
+        if width > 1 and ok and q + kq + width <= kv:
+            assert at % width == 0, f"{fn.__name__}: index {at} not {4 * width}-byte aligned"
+            assert 0 <= at and at + width <= len(arr), fn.__name__
+        else:
+            for e in range(width):
+                if ok and q + kq + e < kv:
+                    assert 0 <= at + e < len(arr), fn.__name__
+        return fn(arr, ok, kv, q, g, kq, cs, c)
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
 _STRICT = {
     "ldg4": _strict(memory.ldg4_py, 4, "load"), "ldg2": _strict(memory.ldg2_py, 2, "load"),
+    "ldg4_tail": _strict_tail(4), "ldg2_tail": _strict_tail(2), "ldg1_tail": _strict_tail(1),
     "stg4": _strict(memory.stg4_py, 4, "store"), "stg2": _strict(memory.stg2_py, 2, "store"),
     "lds4": _strict(memory.lds4_py, 4, None),
     "cp_async16": _strict(memory.cp_async16_py, 4, None, 4),
@@ -450,6 +470,26 @@ def test_memory_python_semantics():
     memory.lds4_into_py(frag, 4, src, 2)
     np.testing.assert_array_equal(frag, [0, 0, 0, 0, 3, 4, 5, 6])
     assert memory.select_py(True, 3, 4) == 3 and memory.select_py(False, 3, 4) == 4
+    ring = np.full(8, -1, np.float32)
+    memory.cp_async4x4_py(ring, 3, src, 1)  # four 4-byte copies of a vector at any address
+    np.testing.assert_array_equal(ring, [-1, -1, -1, 2, 3, 4, 5, -1])
+
+
+def test_ldg_tail_python_semantics():
+    """``ldg{4,2,1}_tail``: the load at g + kq + c * cs, element e zero unless ok and
+    q + kq + e < kv (the whole vector when all are in)."""
+    src = np.arange(1, 25, dtype=np.float32)
+    # g = 2, kq = 4, c = 2 passes of cs = 5: index 16
+    assert memory.ldg4_tail_py(src, True, 9, 1, 2, 4, 5, 2) == (17, 18, 19, 20)
+    assert memory.ldg4_tail_py(src, True, 7, 1, 2, 4, 5, 2) == (17, 18, 0, 0)
+    assert memory.ldg4_tail_py(src, True, 5, 1, 2, 4, 5, 2) == (0, 0, 0, 0)
+    assert memory.ldg4_tail_py(src, False, 99, 1, 2, 4, 5, 2) == (0, 0, 0, 0)
+    assert memory.ldg2_tail_py(src, True, 2, 1, 6, 0, 0, 0) == (7, 0)
+    assert memory.ldg2_tail_py(src, True, 3, 1, 6, 0, 0, 0) == (7, 8)
+    assert memory.ldg1_tail_py(src, True, 6, 1, 2, 4, 5, 1) == 12
+    assert memory.ldg1_tail_py(src, True, 5, 1, 2, 4, 5, 1) == 0
+    # past the buffer, a load that is not made reads nothing
+    assert memory.ldg4_tail_py(src, False, 0, 0, 10**9, 0, 0, 0) == (0, 0, 0, 0)
 
 
 def test_fma_block_python_semantics():
