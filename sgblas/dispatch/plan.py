@@ -135,13 +135,15 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     (:mod:`sgblas.dispatch.model`), with the device's calibrated rates, or the default rates on
     a device without a calibration.
 
-    ``quick`` (planning a call) skips the variants of other transpose pairs without wording
-    their refusals, and predicts no more candidates than the choice needs; ``explain`` lists
+    ``quick`` (planning a call) skips the variants of other transpose pairs and of alignment
+    classes the operands are not in without wording their refusals, and predicts no more candidates than the choice needs; ``explain`` lists
     them all, with their predicted times. ``rectangle``: ``p`` is a tail plan's rectangle
     (less than a wave: no tail plan of its own).
     """
     legal, refused = [], []
     for spec in _of_pair((p.transa, p.transb)) if quick else registry.GEMM_KERNELS:
+        if quick and spec.misaligned(p):
+            continue  # refused, and a call's plan needs no sentence
         reason = spec.can_implement(p)
         if reason is None:
             legal.append(spec)

@@ -98,15 +98,20 @@ class KernelSpec:
         if p.cc != _SIMULATED_CC and tuple(p.cc) < self.min_cc:
             return (f"compute capability sm_{p.cc[0]}{p.cc[1]} is below sm_{self.min_cc[0]}{self.min_cc[1]}, "
                     f"which {self.name} needs")
-        ops, a = self.vector_operands, self.align
-        if a > 4 and ops:
-            # Tested inline first: this runs for every variant of the pair when a shape is
-            # first planned, and the sentence is needed only when it refuses.
-            step = a >> 2
-            if ("A" in ops and (p.a_ptr % a or p.lda % step)) or ("B" in ops and (p.b_ptr % a or p.ldb % step)) \
-                    or ("C" in ops and (p.c_ptr % a or p.ldc % step)):
-                return self._misalignment(p)
+        if self.misaligned(p):
+            return self._misalignment(p)
         return self.guard(p)
+
+    def misaligned(self, p: GemmProblem) -> bool:
+        """Whether an operand of ``p`` that this variant accesses with vectors is outside its
+        alignment class (address or leading dimension): :meth:`can_implement`'s test, without
+        the sentence, which a call planning a new shape does not need."""
+        ops, a = self.vector_operands, self.align
+        if a <= 4 or not ops:
+            return False
+        step = a >> 2
+        return bool(("A" in ops and (p.a_ptr % a or p.lda % step)) or ("B" in ops and (p.b_ptr % a or p.ldb % step))
+                    or ("C" in ops and (p.c_ptr % a or p.ldc % step)))
 
     def _misalignment(self, p: GemmProblem) -> str | None:
         operands = [(what, *_OPERANDS[what](p)) for what in self.vector_operands]
