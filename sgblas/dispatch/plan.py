@@ -136,9 +136,9 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     a device without a calibration.
 
     ``quick`` (planning a call) skips the variants of other transpose pairs and of alignment
-    classes the operands are not in without wording their refusals, and predicts no more candidates than the choice needs; ``explain`` lists
-    them all, with their predicted times. ``rectangle``: ``p`` is a tail plan's rectangle
-    (less than a wave: no tail plan of its own).
+    classes the operands are not in without wording their refusals, and predicts no more
+    candidates than the choice needs; ``explain`` lists them all, with their predicted times.
+    ``rectangle``: ``p`` is a tail plan's rectangle (less than a wave: no tail plan of its own).
     """
     legal, refused = [], []
     for spec in _of_pair((p.transa, p.transb)) if quick else registry.GEMM_KERNELS:
