@@ -33,24 +33,28 @@ Rules the caller must keep, since nothing here checks them on the device:
 
 The rest are here for Numba's front end rather than for an instruction: ``cp_async4_if`` and
 ``select`` (what a conditional expression lowers to), ``lds4_into`` (``lds4`` into four elements
-of a local array), the multiply-add blocks ``fma_block``, ``dot_block`` and ``axpy_block``
-(a register tile's FMAs for one k), ``cp_async4x4`` (four 4-byte copies of one 16-byte vector)
-and ``ldg4_tail``/``ldg2_tail``/``ldg1_tail`` (a register-staged load of the last K slice: the
-vector when it lies inside k, else element by element with zeros past k, which the text wrote
-as nested ``if`` statements). Numba's front end spends time with the product of a
-function's basic blocks and its variables, and with that of its statements and the variables
-assigned more than once (every conditional expression makes blocks and one such variable);
-written out in a generated kernel's text, an unrolled K loop's FMA blocks and fragment loads
-were two thirds of its statements and most of its blocks. As intrinsics they are one call
-each, and each emits the LLVM IR that Numba made of the text it replaces (the FMA blocks the
-same constant-trip loops, which NVVM unrolls, around the same statements; the tail loads the
-same blocks in the same order, the same stack slots for the variables the text assigned, and
-the index arithmetic recomputed in each block as the text had it: NVVM's PTX changed when
-the index was computed once ahead of the branches), so that the PTX is
-the same: its instructions, their order and their registers (the order of a tile's FMAs is
-ptxas's input for the register allocation of the K loop,
-docs/history/tuning-ladder-4-runs-j-to-l.md, rung 25). An unrolled FMA block in place of
-the loops gave the same instructions with the fragments' registers numbered in another order.
+of a local array), the multiply-add blocks ``fma_block``, ``dot_block`` and ``axpy_block`` (a
+register tile's FMAs for one k), ``cp_async4x4`` (four 4-byte copies of one 16-byte vector),
+``ldg4_tail``/``ldg2_tail``/``ldg1_tail`` (a register-staged load of the last K slice: the
+vector when it lies inside k, else element by element with zeros past k, which the text wrote as
+nested ``if`` statements), and the copy blocks that stand for runs of ``cp_async4`` statements:
+``cp_async4x4_if`` (a vector's four guarded elements), ``cp_async4x4_tail`` and its 2- and
+1-float forms (a partial vector of the last K slice, element by element) and
+``cp_async4_swizzled`` (a column of copies into a swizzled shared layout). Numba's front end
+spends time with the product of a function's basic blocks and its variables, and with that of
+its statements and the variables assigned more than once (every conditional expression makes
+blocks and one such variable); written out in a generated kernel's text, an unrolled K loop's
+FMA blocks and fragment loads were two thirds of its statements and most of its blocks. As
+intrinsics they are one call each, and each emits the LLVM IR that Numba made of the text it
+replaces (the FMA blocks the same constant-trip loops, which NVVM unrolls, around the same
+statements; the tail loads the same blocks in the same order, the same stack slots for the
+variables the text assigned, and the index arithmetic recomputed in each block as the text had
+it: NVVM's PTX changed when the index was computed once ahead of the branches; the copy blocks
+each element's condition and sums in its turn, through Numba's own operators where the operands'
+types vary), so that the PTX is the same: its instructions, their order and their registers (the
+order of a tile's FMAs is ptxas's input for the register allocation of the K loop,
+docs/history/tuning-ladder-4-runs-j-to-l.md, rung 25). An unrolled FMA block in place of the
+loops gave the same instructions with the fragments' registers numbered in another order.
 """
 
 from __future__ import annotations
@@ -62,12 +66,14 @@ __all__ = [
     "cp_async16", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait_all",
     "cp_async_wait_group", "grid_dependency_wait",
     "cp_async4_if", "select", "lds4_into", "fma_block", "dot_block", "axpy_block",
-    "ldg4_tail", "ldg2_tail", "ldg1_tail", "cp_async4x4",
+    "ldg4_tail", "ldg2_tail", "ldg1_tail", "cp_async4x4", "cp_async4x4_if",
+    "cp_async4x4_tail", "cp_async4x2_tail", "cp_async4x1_tail", "cp_async4_swizzled",
     "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg2_py", "stg2_py", "ldg1_py", "sts1_py",
     "stg1_py", "cp_async16_py", "cp_async8_py", "cp_async4_py", "cp_async_commit_py",
     "cp_async_wait_all_py", "cp_async_wait_group_py", "grid_dependency_wait_py",
     "cp_async4_if_py", "select_py", "lds4_into_py", "fma_block_py", "dot_block_py", "axpy_block_py",
-    "ldg4_tail_py", "ldg2_tail_py", "ldg1_tail_py", "cp_async4x4_py",
+    "ldg4_tail_py", "ldg2_tail_py", "ldg1_tail_py", "cp_async4x4_py", "cp_async4x4_if_py",
+    "cp_async4x4_tail_py", "cp_async4x2_tail_py", "cp_async4x1_tail_py", "cp_async4_swizzled_py",
 ]
 
 
@@ -219,6 +225,52 @@ def cp_async4x4_py(dst, di, src, si):
         cp_async4_py(dst, di + e, src, si + e, 4)
 
 
+def cp_async4x4_if_py(a, x, y, dst, d0, d1, src, s0, s1):
+    """``cp_async4_if(dst, d0 + d1 + e, src, s0 + s1 + e, a & (x + e < y))`` for ``e < 4``: a
+    16-byte vector copied element by element, each element a zero with no source byte unless
+    ``a`` holds and ``x + e < y`` (the element lies before an end ``y``, ``x`` being the
+    vector's first position along that dimension)."""
+    for e in range(4):
+        cp_async4_if_py(dst, d0 + d1 + e, src, s0 + s1 + e, a and x + e < y)
+
+
+def _cp_async4_tail_py(dst, w, wo, src, g, gn, ld, col, co, kv, *es):
+    for e, nbytes in enumerate(es):
+        cp_async4_py(dst, w + wo + e, src, g + gn * ld + e, nbytes if col + co < kv else 0)
+
+
+def cp_async4x4_tail_py(dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1, e2, e3):
+    """``cp_async4(dst, w + wo + e, src, g + gn * ld + e, e_e if col + co < kv else 0)`` for
+    ``e < 4``: a vector of the slice that holds column ``kv - 1`` (where k ends) in column
+    ``col + co``, copied element by element with element ``e``'s own byte count (0 or 4: past
+    the matrix's edge, a zero)."""
+    _cp_async4_tail_py(dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1, e2, e3)
+
+
+def cp_async4x2_tail_py(dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1):
+    """:func:`cp_async4x4_tail_py` of a 2-float vector."""
+    _cp_async4_tail_py(dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1)
+
+
+def cp_async4x1_tail_py(dst, w, wo, src, g, gn, ld, col, co, kv, e0):
+    """:func:`cp_async4x4_tail_py` of one float."""
+    _cp_async4_tail_py(dst, w, wo, src, g, gn, ld, col, co, kv, e0)
+
+
+def cp_async4_swizzled_py(n: int, vp: int, step: int):
+    """The block ``copy(dst, b, src, g, ld)``: for ``t < n``, ``cp_async4(dst, int64(b ^
+    uint32(4 * (vp * t & 7))) + 4 * (vp * t & ~7), src, g + step * t * ld, 4)``, a column of
+    copies whose shared index is a base XORed by a constant in bits 2-4 plus a constant
+    (:mod:`sgblas.kernels.skinny`'s swizzled copy of S, ``_stage_dot``)."""
+    _sizes("cp_async4_swizzled", n, vp, step)
+
+    def copy(dst, b, src, g, ld):
+        for t in range(n):
+            cp_async4_py(dst, (int(b) ^ (4 * (vp * t & 7))) + 4 * (vp * t & ~7), src,
+                         g + step * t * ld, 4)
+    return copy
+
+
 def _sizes(what: str, *sizes) -> None:
     if not all(isinstance(x, int) and x > 0 for x in sizes):
         raise ValueError(f"{what} needs positive sizes, got {sizes!r}")
@@ -290,9 +342,13 @@ if SIMULATOR:
     cp_async4_if, select, lds4_into = cp_async4_if_py, select_py, lds4_into_py
     fma_block, dot_block, axpy_block = fma_block_py, dot_block_py, axpy_block_py
     ldg4_tail, ldg2_tail, ldg1_tail = ldg4_tail_py, ldg2_tail_py, ldg1_tail_py
-    cp_async4x4 = cp_async4x4_py
+    cp_async4x4, cp_async4x4_if = cp_async4x4_py, cp_async4x4_if_py
+    cp_async4x4_tail, cp_async4x2_tail = cp_async4x4_tail_py, cp_async4x2_tail_py
+    cp_async4x1_tail = cp_async4x1_tail_py
+    cp_async4_swizzled = cp_async4_swizzled_py
 else:
     import functools
+    import operator
 
     from llvmlite import ir
     from numba import types
@@ -816,3 +872,149 @@ else:
             return context.get_dummy_value()
 
         return types.void(dst, di, src, si), codegen
+
+    @intrinsic
+    def cp_async4x4_if(typingctx, a, x, y, dst, d0, d1, src, s0, s1):
+        """The four ``v = a & (x + e < y)`` and ``cp_async4_if(dst, d0 + d1 + e, src, s0 + s1 +
+        e, v)`` of :func:`cp_async4x4_if_py` as Numba lowers them written out, one element after
+        another, the sums recomputed for each as the text did (NVVM's PTX changed when they
+        were computed once ahead), in one call and with no name assigned four times."""
+        _check("cp_async4x4_if", dst, d1)
+        _check("cp_async4x4_if", src, s1)
+        if not isinstance(a, types.Boolean):
+            raise TypeError(f"cp_async4x4_if needs a boolean condition, got {a}")
+        for v in (x, y, d0, d1, s0, s1):
+            if not (isinstance(v, types.Integer) and v.signed and v.bitwidth == 64):
+                raise TypeError(f"cp_async4x4_if needs int64 indices and bounds, got {v}")
+        asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
+
+        def codegen(context, builder, sig, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm, "r,l,r,~{memory}",
+                              side_effect=True)
+            av, xv, yv, dstv, d0v, d1v, srcv, s0v, s1v = args
+
+            def add(p, q):
+                return builder.add(p, q, flags=["nsw"])
+
+            for e in range(4):
+                keep = builder.and_(av, builder.icmp_signed("<", add(xv, i64(e)), yv))
+                d = add(add(d0v, d1v), i64(e))
+                g = add(add(s0v, s1v), i64(e))
+                index = builder.select(keep, g, ir.Constant(i64, 0))
+                sptr = _elem_ptr(context, builder, sig.args[3], dstv, types.int64, d, _SHARED)
+                gptr = _elem_ptr(context, builder, sig.args[6], srcv, types.int64, index, _GLOBAL)
+                nbytes = builder.select(keep, i32(4), i32(0))
+                builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), nbytes])
+            return context.get_dummy_value()
+
+        return types.void(a, x, y, dst, d0, d1, src, s0, s1), codegen
+
+    def _cp_async4_tail(width: int, name: str):
+        """The intrinsic of :func:`cp_async4x4_tail_py` for ``width`` floats: the ``width``
+        statements ``cp_async4(dst, w + wo + e, src, g + gn * ld + e, select(col + uint32(co) <
+        kv, e_e, uint32(0)))`` it replaces as Numba lowers them, each element's sums, test and
+        select recomputed in its turn as the text had them (the test through Numba's own ``+``
+        and ``<`` for the column's and the bound's types)."""
+        def impl(typingctx, dst, w, wo, src, g, gn, ld, col, co, kv, *es):
+            _check(name, dst, w)
+            _check(name, src, g)
+            for v in (w, g, ld):
+                if not (isinstance(v, types.Integer) and v.signed and v.bitwidth == 64):
+                    raise TypeError(f"{name} needs int64 indices and a leading dimension, got {v}")
+            for v in (col, kv):
+                if not (isinstance(v, types.Integer) and not v.signed):
+                    raise TypeError(f"{name} needs an unsigned column and bound, got {v}")
+            for v in es:
+                if v != types.uint32:
+                    raise TypeError(f"{name} needs uint32 byte counts, got {v}")
+            if not all(isinstance(v, types.IntegerLiteral) for v in (wo, gn, co)):
+                return None  # Numba types the call again, its constants as literals
+            wo_v, gn_v, co_v = wo.literal_value, gn.literal_value, co.literal_value
+            add = typingctx.resolve_function_type(operator.add, (col, types.uint32), {})
+            less = typingctx.resolve_function_type(operator.lt, (add.return_type, kv), {})
+            asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
+
+            def codegen(context, builder, sig, args):
+                i32, i64 = ir.IntType(32), ir.IntType(64)
+                op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm,
+                                  "r,l,r,~{memory}", side_effect=True)
+                dstv, wv, _, srcv, gv, _, ldv, colv, _, kvv = args[:10]
+
+                def call(fn, fsig, vals, tys):
+                    vals = [context.cast(builder, v, t, f) for v, t, f in zip(vals, tys, fsig.args)]
+                    return context.get_function(fn, fsig)(builder, vals)
+
+                def plus(p, q):
+                    return builder.add(p, q, flags=["nsw"])
+
+                for e, nbytes in enumerate(args[10:]):
+                    d = plus(plus(wv, i64(wo_v)), i64(e))
+                    at = plus(plus(gv, builder.mul(i64(gn_v), ldv, flags=["nsw"])), i64(e))
+                    c = call(operator.add, add, (colv, i32(co_v)), (col, types.uint32))
+                    keep = call(operator.lt, less, (c, kvv), (add.return_type, kv))
+                    nb = builder.select(keep, nbytes, i32(0))
+                    sptr = _elem_ptr(context, builder, sig.args[0], dstv, types.int64, d, _SHARED)
+                    gptr = _elem_ptr(context, builder, sig.args[3], srcv, types.int64, at, _GLOBAL)
+                    builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), nb])
+                return context.get_dummy_value()
+
+            return types.void(dst, w, wo, src, g, gn, ld, col, co, kv, *es), codegen
+
+        if width == 4:
+            def typer(typingctx, dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1, e2, e3):
+                return impl(typingctx, dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1, e2, e3)
+        elif width == 2:
+            def typer(typingctx, dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1):
+                return impl(typingctx, dst, w, wo, src, g, gn, ld, col, co, kv, e0, e1)
+        else:
+            def typer(typingctx, dst, w, wo, src, g, gn, ld, col, co, kv, e0):
+                return impl(typingctx, dst, w, wo, src, g, gn, ld, col, co, kv, e0)
+        typer.__name__ = name
+        return intrinsic(typer)
+
+    cp_async4x4_tail = _cp_async4_tail(4, "cp_async4x4_tail")
+    cp_async4x2_tail = _cp_async4_tail(2, "cp_async4x2_tail")
+    cp_async4x1_tail = _cp_async4_tail(1, "cp_async4x1_tail")
+
+    def cp_async4_swizzled(n: int, vp: int, step: int):
+        """The intrinsic ``copy(dst, b, src, g, ld)`` of :func:`cp_async4_swizzled_py`: its
+        ``n`` ``cp_async4`` statements as Numba lowers them written out, in one call."""
+        cp_async4_swizzled_py(n, vp, step)  # checks the sizes
+        return _cp_async4_swizzled(n, vp, step)
+
+    @functools.cache
+    def _cp_async4_swizzled(n, vp, step):
+        def impl(typingctx, dst, b, src, g, ld):
+            _check("cp_async4_swizzled", dst, b)
+            _check("cp_async4_swizzled", src, g)
+            if not (isinstance(b, types.Integer) and not b.signed):
+                raise TypeError(f"cp_async4_swizzled needs an unsigned shared base, got {b}")
+            for v in (g, ld):
+                if not (isinstance(v, types.Integer) and v.signed and v.bitwidth == 64):
+                    raise TypeError(f"cp_async4_swizzled needs an int64 index and stride, got {v}")
+            xor = typingctx.resolve_function_type(operator.xor, (b, types.uint32), {})
+            asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
+
+            def codegen(context, builder, sig, args):
+                i32, i64 = ir.IntType(32), ir.IntType(64)
+                op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm,
+                                  "r,l,r,~{memory}", side_effect=True)
+                dstv, bv, srcv, gv, ldv = args
+                for t in range(n):
+                    # int64(b ^ uint32(x)) through Numba's own ^ and cast for b's type
+                    x = [context.cast(builder, v, ty, f) for v, ty, f in
+                         zip((bv, i32(4 * (vp * t & 7))), (b, types.uint32), xor.args)]
+                    x = context.get_function(operator.xor, xor)(builder, x)
+                    d = context.cast(builder, x, xor.return_type, types.int64)
+                    d = builder.add(d, i64(4 * (vp * t & ~7)), flags=["nsw"])
+                    at = builder.add(gv, builder.mul(i64(step * t), ldv, flags=["nsw"]), flags=["nsw"])
+                    sptr = _elem_ptr(context, builder, sig.args[0], dstv, types.int64, d, _SHARED)
+                    gptr = _elem_ptr(context, builder, sig.args[2], srcv, types.int64, at, _GLOBAL)
+                    builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), i32(4)])
+                return context.get_dummy_value()
+
+            return types.void(dst, b, src, g, ld), codegen
+
+        impl.__name__ = f"cp_async4_swizzled_{n}x{vp}x{step}"
+        return intrinsic(impl)

@@ -68,7 +68,9 @@ products, took three to four times as long. (Writing the 64 FMAs out as scalar s
 gives the same SASS main loop but makes the front end 4-6x slower still; the epilogue's row
 loops likewise.) For the same reason the register-staged loads of the last slice, a vector or
 element by element with zeros past k, are one call each (``ldg4_tail`` and its 2- and 1-float
-forms, whose blocks are those of the nested ``if`` statements they were written as), a
+forms, whose blocks are those of the nested ``if`` statements they were written as), and so
+are the element-by-element copies of a partial vector in that slice (``cp_async4x4_tail``
+and its 2- and 1-float forms, the ``cp_async4`` statements they were written as), a
 conditional expression of two computed values is a ``select`` call and one that loads is an
 ``if`` statement: each conditional expression costs
 Numba basic blocks and a variable that its SSA pass rewrites across the whole function. The K
@@ -443,9 +445,13 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
             goff = f"{x}_g + {g['cpp'] * r} * {o.ld}" if r else f"{x}_g"
             soff = f"{x}_w + {g['cpp'] * r * o.S}" if r else f"{x}_w"
             kpred = f"{col} < kv"
+            tail_args = (f"{o.sh}, {x}_w, {g['cpp'] * r * o.S}, {o.arr}, {x}_g, {g['cpp'] * r}, {o.ld}, "
+                         f"{x}_c, {g['cpp'] * r}, kv, " + ", ".join(f"{x}_e{e}" for e in range(V)))
             if V == 1:
-                nbytes = f"select({kpred}, {x}_e0, uint32(0))" if tail else f"{x}_e0"
-                w(f"{p}cp_async4({o.sh}, {soff}, {o.arr}, {goff}, {nbytes})")
+                if tail:  # cp_async4(.., soff, .., goff, select(kpred, e0, uint32(0)))
+                    w(f"{p}cp_async4x1_tail({tail_args})")
+                else:
+                    w(f"{p}cp_async4({o.sh}, {soff}, {o.arr}, {goff}, {x}_e0)")
                 continue
             if not tail:
                 # Not the last slice: the partial vector at row m (column n) ends inside the
@@ -458,9 +464,7 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
             w(f"{p}if {x}_full and {kpred}:")
             w(f"{p}    cp_async{4 * V}({o.sh}, {soff}, {o.arr}, {goff}, uint32({4 * V}))")
             w(f"{p}else:")
-            for e in range(V):
-                w(f"{p}    cp_async4({o.sh}, {soff} + {e}, {o.arr}, {goff} + {e}, "
-                  f"select({kpred}, {x}_e{e}, uint32(0)))")
+            w(f"{p}    cp_async4x{V}_tail({tail_args})")
 
     def reg_slot(o: _Operand, r: int) -> tuple[int, int]:
         """(k offset, column pass) of a register-staged operand's load r."""
@@ -737,6 +741,8 @@ def _namespace() -> dict:
         "ldg4_tail": memory.ldg4_tail, "ldg2_tail": memory.ldg2_tail, "ldg1_tail": memory.ldg1_tail,
         "cp_async16": memory.cp_async16, "cp_async8": memory.cp_async8,
         "cp_async4": memory.cp_async4,
+        "cp_async4x4_tail": memory.cp_async4x4_tail, "cp_async4x2_tail": memory.cp_async4x2_tail,
+        "cp_async4x1_tail": memory.cp_async4x1_tail,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
         "grid_dependency_wait": memory.grid_dependency_wait,
     }

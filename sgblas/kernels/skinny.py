@@ -57,7 +57,7 @@ so every register index is a constant) and compiled by :mod:`sgblas.kernels.skin
 module imports without Numba. The text writes the multiply-adds of a step, the 16-byte shared
 reads that feed them and the element-by-element copies of the tails as calls of intrinsics of
 :mod:`sgblas.kernels.memory` (``dot_block``, ``axpy_block``, ``lds4_into``, ``cp_async4_if``,
-``cp_async4x4``),
+``cp_async4x4``, ``cp_async4x4_if``, ``cp_async4_swizzled``),
 which emit the IR Numba made of the statements and conditional expressions they replace: the
 same PTX, for about a seventh of the front end's time, which grows with the text's basic
 blocks, statements and reassigned names (:mod:`sgblas.kernels.sgemm_simt`, "Unrolling"). The
@@ -349,9 +349,6 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
     w(f"{ind}    swb = uint32({buf} * {SBUF}) | (sp * uint32({KC})) | (sc & uint32(3)) | "
       f"(((sc >> uint32(2)) ^ (sp & uint32(7))) << uint32(2))")
 
-    def dst(t: int) -> str:
-        return f"int64(swb ^ uint32({4 * (VP * t & 7)})) + {4 * (VP * t & ~7)}"
-
     # A piece wholly before ke (all but the last of a split) copies with no test, its source
     # stepping by 8 columns of S a pass; the 64-bit compare, the selects and the rebuilt
     # address of the tested copy cost about nine instructions each
@@ -359,8 +356,10 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
     w(f"{ind}    sk = kb + {piece} * {KC} + int64(sc)")
     w(f"{ind}    if kb + ({piece} + 1) * {KC} <= ke:")
     w(f"{ind}        sg = int64(sp) + sk * s_k")
-    for t in range(SBUF // threads):
-        w(f"{ind}        cp_async4(Ss, {dst(t)}, {r['S']}, sg + {t * (threads // MP)} * s_k, uint32(4))")
+    # Pass t: cp_async4(Ss, int64(swb ^ uint32(4 * (VP * t & 7))) + 4 * (VP * t & ~7), S,
+    # sg + t * (threads // MP) * s_k, uint32(4)), the statements written out once, one call
+    # (the intrinsic is made for this config's sizes: skinny_jit).
+    w(f"{ind}        cp_async4_swizzled(Ss, swb, {r['S']}, sg, s_k)")
     w(f"{ind}    else:")
     w(f"{ind}        for t in range({SBUF // threads}):")
     w(f"{ind}            skt = sk + t * {threads // MP}")
@@ -416,10 +415,10 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             p = ind + "    "
         w(f"{p}kn = {kstep} + k4")
         for c in range(NC):
-            d = f"{(j * NC + c) * T * 4} + rt"
+            d = (f"{(j * NC + c) * T * 4}", "rt")
             has = f"qn > uint32({c * (32 // LK)})"
-            _copy_to_ring(w, p, d, Lr, f"lc{c} + kn", None if fast else f"{has} and kn + 4 <= ke",
-                          lambda e: f"({has}) & (kn + {e} < ke)", cfg.LVEC)
+            _copy_to_ring(w, p, d, Lr, (f"lc{c}", "kn"), None if fast else f"{has} and kn + 4 <= ke",
+                          (has, "kn", "ke"), cfg.LVEC)
 
     def compute(ind: str, st: str, j: int) -> None:
         """Multiply the step st of this piece, read from ring slot j, into the accumulators."""
@@ -543,10 +542,10 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
             w(f"{ind}if {kstep} < ke:")
             p = ind + "    "
         for u in range(KU):
-            d = f"{(j * KU + u) * T * 4} + rt"
+            d = (f"{(j * KU + u) * T * 4}", "rt")
             w(f"{p}lg = lq + ({kstep} + {u}) * ldl")
-            _copy_to_ring(w, p, d, Lr, "lg", None if fast else f"qfull and {kstep} + {u} < ke",
-                          lambda e: f"({kstep} + {u} < ke) & (q + {e} < Q)", cfg.LVEC)
+            _copy_to_ring(w, p, d, Lr, ("lg", None), None if fast else f"qfull and {kstep} + {u} < ke",
+                          (f"{kstep} + {u} < ke", "q", "Q"), cfg.LVEC)
 
     def multiply(ind: str, st: str, j: int) -> None:
         """Multiply step st of this piece, read from ring slot j, into the accumulators."""
@@ -612,11 +611,15 @@ def _axpy_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
         store("                ", "pp * c_p", f"uint32(pp * {QC}) + ql")
 
 
-def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has, vec: int = 4) -> None:
-    """One 16-byte vector of L at ``src`` into the ring at ``d``: in ``4 // vec`` copies of
-    ``vec`` floats when ``whole`` holds (None: known to), else element by element, element e
-    copied when ``has(e)`` holds and zero-filled otherwise, so no copy names a byte past the
-    matrix."""
+def _copy_to_ring(w, p: str, d: tuple, Lr: str, src: tuple, whole: str | None, has: tuple,
+                  vec: int = 4) -> None:
+    """One 16-byte vector of L at ``src`` into the ring at ``d`` (each the texts of two
+    summands; ``src``'s second may be None): in ``4 // vec`` copies of ``vec`` floats when
+    ``whole`` holds (None: known to), else element by element, element e copied when ``a &
+    (x + e < y)`` holds for ``has = (a, x, y)`` and zero-filled otherwise, so no copy names a
+    byte past the matrix."""
+    (d0, d1), (s0, s1) = d, src
+    d, src = f"{d0} + {d1}", s0 if s1 is None else f"{s0} + {s1}"
 
     def copies(ind: str) -> None:
         if vec == 1:  # one call, which Numba's front end types and lowers for a fraction of four
@@ -632,12 +635,12 @@ def _copy_to_ring(w, p: str, d: str, Lr: str, src: str, whole: str | None, has, 
     w(f"{p}if {whole}:")
     copies(p + "    ")
     w(f"{p}else:")
-    # Written out, each condition in a statement of its own, as when it fed two conditional
-    # expressions: as a loop, or with the condition inside the call, NVVM rebuilt the swizzled
-    # shared addresses in the dot kernel's fast loop (32 to 40 more SASS instructions).
-    for e in range(4):
-        w(f"{p}    v = {has(e)}")
-        w(f"{p}    cp_async4_if(Lring, {d} + {e}, {Lr}, {src} + {e}, v)")
+    # One call that emits what the four ``v = a & (x + e < y)`` and ``cp_async4_if`` statements
+    # it stands for were lowered to, each element's condition and sums in their turn: a loop
+    # of them, or the condition inside the call, made NVVM rebuild the swizzled shared
+    # addresses in the dot kernel's fast loop (32 to 40 more SASS instructions), and so did
+    # the sums computed once ahead of the four.
+    w(f"{p}    cp_async4x4_if({has[0]}, {has[1]}, {has[2]}, Lring, {d0}, {d1}, {Lr}, {s0}, {s1 or 0})")
 
 
 def _ring_loop(w, cfg: SkinnyConfig, stage, copy_l, multiply, *, fast_if: str) -> None:

@@ -22,9 +22,13 @@ def _namespace(cfg: SkinnyConfig) -> dict:
         "cuda": cuda, "float32": float32, "int64": int64, "uint32": uint32,
         "lds4": memory.lds4, "sts4": memory.sts4, "cp_async4": memory.cp_async4, "cp_async8": memory.cp_async8,
         "cp_async16": memory.cp_async16,
-        "cp_async4_if": memory.cp_async4_if, "cp_async4x4": memory.cp_async4x4, "lds4_into": memory.lds4_into,
+        "cp_async4_if": memory.cp_async4_if, "cp_async4x4": memory.cp_async4x4,
+        "cp_async4x4_if": memory.cp_async4x4_if, "lds4_into": memory.lds4_into,
         # a step's multiply-adds: dot, NC columns of 4 k values; axpy, 4 rows of VQ elements
         "dot_block": memory.dot_block(cfg.NC, 4), "axpy_block": memory.axpy_block(4, cfg.VQ),
+        # S's swizzled piece (_stage_dot): KC x MP floats, threads // MP k columns a pass
+        "cp_async4_swizzled": memory.cp_async4_swizzled(
+            skinny.MP * cfg.KC // cfg.THREADS, cfg.THREADS // skinny.MP // 4, cfg.THREADS // skinny.MP),
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
         "grid_dependency_wait": memory.grid_dependency_wait,
     }

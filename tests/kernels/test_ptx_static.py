@@ -96,9 +96,17 @@ def probe(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
     y = mem.ldg1_tail(B, ok, kv, t, np.int64(t), 8, np.int64(ldb), 2)
     mem.stg4(C, t + uint32(8192), v0 + w0, v1 + w1, v2 + y, v3)
     mem.cp_async4x4(s, np.int64(t) + 16, B, np.int64(t) + 3)
+    # the copy blocks: guarded elements of a vector, a last slice's partial vectors, a swizzle
+    mem.cp_async4x4_if(t < uint32(m), np.int64(t), np.int64(k), s, 32, np.int64(t), B, np.int64(t), 5)
+    e = mem.select(t < uint32(m), uint32(4), uint32(0))
+    mem.cp_async4x4_tail(s, np.int64(t), 48, B, np.int64(t), 2, np.int64(ldb), t, 1, kv, e, e, e, e)
+    mem.cp_async4x2_tail(s, np.int64(t), 64, B, np.int64(t), 1, np.int64(ldb), t, 3, kv, e, e)
+    mem.cp_async4x1_tail(s, np.int64(t), 80, B, np.int64(t), 0, np.int64(ldb), t, 0, kv, e)
+    swz(s, t, B, np.int64(t), np.int64(ldb))
 fma = mem.fma_block(4, 4, "j", snake=True)
 dot = mem.dot_block(4, 4)
 axpy = mem.axpy_block(4, 2)
+swz = mem.cp_async4_swizzled(4, 2, 8)
 ptx, _ = cuda.compile_ptx(probe, GEMM.signature(), cc=(8, 0))
 print(ptx)
 """
@@ -182,11 +190,12 @@ def test_memory_intrinsics_emit_their_instructions():
         assert op in ptx, op
     assert "ld.local" not in ptx and "st.local" not in ptx
     # the tail loads: a vector when whole, else element by element under predicates (4 + 2 + 1
-    # single loads besides the probe's own), and the four 4-byte copies with all their bytes
+    # single loads besides the probe's own), and the 4-byte copies: the probe's own two, four
+    # of cp_async4x4, and 4 + 4 + 2 + 1 + 4 of the copy blocks, every one a copy of its own
     assert len(re.findall(r"ld\.global\.v4\.f32", ptx)) >= 2, ptx
     assert len(re.findall(r"ld\.global\.v2\.f32", ptx)) >= 2, ptx
     assert len(re.findall(r"ld\.global\.f32", ptx)) >= 8, ptx
-    assert len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4, %r", ptx)) >= 5, ptx
+    assert len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4, %r", ptx)) >= 21, ptx
 
 
 def _find_ptxas() -> str | None:

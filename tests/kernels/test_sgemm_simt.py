@@ -112,6 +112,18 @@ def _strict_tail(width: int):
     return wrapped
 
 
+def _strict_cp_tail(width: int):
+    """``cp_async4x{width}_tail``: its element copies through the strict ``cp_async4``."""
+    cp4 = _strict(memory.cp_async4_py, 1, None, 1)
+
+    def wrapped(dst, w, wo, src, g, gn, ld, col, co, kv, *es):
+        assert len(es) == width
+        for e, nbytes in enumerate(es):
+            cp4(dst, w + wo + e, src, g + gn * ld + e, nbytes if col + co < kv else 0)
+    wrapped.__name__ = f"cp_async4x{width}_tail_py"
+    return wrapped
+
+
 _STRICT = {
     "ldg4": _strict(memory.ldg4_py, 4, "load"), "ldg2": _strict(memory.ldg2_py, 2, "load"),
     "ldg4_tail": _strict_tail(4), "ldg2_tail": _strict_tail(2), "ldg1_tail": _strict_tail(1),
@@ -120,6 +132,8 @@ _STRICT = {
     "cp_async16": _strict(memory.cp_async16_py, 4, None, 4),
     "cp_async8": _strict(memory.cp_async8_py, 2, None, 2),
     "cp_async4": _strict(memory.cp_async4_py, 1, None, 1),
+    "cp_async4x4_tail": _strict_cp_tail(4), "cp_async4x2_tail": _strict_cp_tail(2),
+    "cp_async4x1_tail": _strict_cp_tail(1),
 }
 _KERNELS: dict = {}
 
@@ -490,6 +504,50 @@ def test_ldg_tail_python_semantics():
     assert memory.ldg1_tail_py(src, True, 5, 1, 2, 4, 5, 1) == 0
     # past the buffer, a load that is not made reads nothing
     assert memory.ldg4_tail_py(src, False, 0, 0, 10**9, 0, 0, 0) == (0, 0, 0, 0)
+
+
+def test_guarded_copy_blocks_python_semantics():
+    """The copy blocks that stand for statements the generators wrote out: each is the
+    ``cp_async4``/``cp_async4_if`` statements it replaces, in order (an element whose copy
+    names no source byte is a zero, and its source index is never read)."""
+    src = np.arange(1, 41, dtype=np.float32)
+
+    def run(n, calls):
+        dst = np.full(n, -1, np.float32)
+        calls(dst)
+        return dst
+
+    # cp_async4x4_if(a, x, y, dst, d0, d1, src, s0, s1): element e when a and x + e < y
+    for a, x, y in ((True, 5, 7), (True, 0, 9), (False, 0, 9), (True, 9, 3)):
+        want = run(12, lambda d: [memory.cp_async4_if_py(d, 2 + 3 + e, src, 10 + 4 + e, a and x + e < y)
+                                  for e in range(4)])
+        got = run(12, lambda d: memory.cp_async4x4_if_py(a, x, y, d, 2, 3, src, 10, 4))
+        np.testing.assert_array_equal(got, want)
+    got = run(8, lambda d: memory.cp_async4x4_if_py(True, 3, 3, d, 0, 2, src, 10**9, 0))
+    np.testing.assert_array_equal(got[2:6], [0, 0, 0, 0])  # nothing read past the buffer
+
+    # cp_async4x{4,2,1}_tail(dst, w, wo, src, g, gn, ld, col, co, kv, e...): element e at
+    # w + wo + e from g + gn * ld + e, with its own byte count when col + co < kv, else none
+    for width in (4, 2, 1):
+        tail = getattr(memory, f"cp_async4x{width}_tail_py")
+        es = [np.uint32(4)] * (width - 1) + [np.uint32(0)]  # the last element past the edge
+        for col, kv in ((1, 9), (6, 6)):
+            want = run(24, lambda d: [
+                memory.cp_async4_py(d, 3 + 8 + e, src, 2 + 2 * 5 + e, es[e] if col + 2 < kv else 0)
+                for e in range(width)])
+            got = run(24, lambda d: tail(d, 3, 8, src, 2, 2, 5, col, 2, kv, *es))
+            np.testing.assert_array_equal(got, want)
+            assert (got[11:11 + width] != -1).all() and got[11 + width - 1] == 0
+
+    # cp_async4_swizzled(n, vp, step)(dst, b, src, g, ld): copy t into int64(b ^ 4 * (vp * t
+    # & 7)) + 4 * (vp * t & ~7), from g + step * t * ld, all four bytes
+    n, vp, step, big = 8, 2, 8, np.arange(1, 257, dtype=np.float32)
+    dst = run(64, lambda d: memory.cp_async4_swizzled_py(n, vp, step)(d, np.uint32(5), big, 1, 4))
+    for t in range(n):
+        assert dst[(5 ^ (4 * (vp * t & 7))) + 4 * (vp * t & ~7)] == big[1 + step * t * 4]
+    assert (dst != -1).sum() == n
+    with pytest.raises(ValueError):
+        memory.cp_async4_swizzled_py(0, 2, 8)
 
 
 def test_fma_block_python_semantics():
