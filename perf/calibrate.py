@@ -31,11 +31,14 @@ their times say little about one variant's rates. The loss is the sum over rows 
 log ratio of predicted to measured time, plus a weak prior (``--prior``) pulling each rate's
 logarithm toward ``default_rates``, which decides the rates few rows constrain. It is minimised
 by block-coordinate descent: ``launch_s`` alone, then one variant's nine rates at a time with
-the rest fixed (most rows first), by a Nelder-Mead search on the logarithms of the rates
+the rest fixed (most rows first; in the first pass each rate is first scanned over its bounds,
+:func:`coordinate_scan`), by a Nelder-Mead search on the logarithms of the rates
 within bounds (every rate positive; ``lone`` in (0, 1]; ``slow_ld`` and ``c_unaligned`` in
 [0.5, 4]), for ``--passes`` (6) passes, each but the first followed by a pattern move of all
 parameters along the pass's step (blocks that share rows, such as a split-K variant and the
-reduction, otherwise zig-zag). ``launch_s`` and a variant's ``start_s`` add alike to each of
+reduction, otherwise zig-zag). With ``--slow-ratio X``, a row whose candidate ran X times its
+case's fastest or slower counts only when it is predicted faster than it ran: such a candidate
+decides no choice unless the model takes it for a fast one. ``launch_s`` and a variant's ``start_s`` add alike to each of
 its launches; only candidates of several launches tell them apart, so their split leans on the
 prior more than the predictions do. The tool prints
 each variant's row count and median absolute log error before (default rates) and after. On
@@ -162,6 +165,8 @@ class FitRow(NamedTuple):
     log_seconds: float
     variants: tuple[str, ...]
     name: str
+    #: log of this time over the fastest candidate's of its case (0 for the fastest)
+    behind: float = 0.0
 
 
 def dependencies(candidate: Any) -> tuple[str, ...]:
@@ -205,6 +210,10 @@ def rebuild_rows(docs: Sequence[dict[str, Any]]) -> tuple[list[FitRow], dict[str
             raise ValueError(f"{doc.get('_path', 'a document')} measured {this}, the first measured {key}: "
                              f"one calibration is of one kind of device")
         math_mode = MathMode[mode]
+        fastest: dict[Any, float] = {}
+        for r in doc["rows"]:
+            if r.get("call") == "candidate" and r.get("status") == "ok" and r.get("seconds"):
+                fastest[r["case"]] = min(fastest.get(r["case"], math.inf), r["seconds"])
         for r in doc["rows"]:
             reason = None
             if r.get("call") != "candidate":
@@ -222,7 +231,7 @@ def rebuild_rows(docs: Sequence[dict[str, Any]]) -> tuple[list[FitRow], dict[str
                     reason = "not a candidate of this sgblas any more"
                 else:
                     rows.append(FitRow(p, found, props, math.log(r["seconds"]), dependencies(found),
-                                       r["candidate"]))
+                                       r["candidate"], math.log(r["seconds"] / fastest[r["case"]])))
             if reason is not None:
                 left_out[reason] = left_out.get(reason, 0) + 1
     return rows, {"key": key, "cc": cc0, "props": props0, "left_out": left_out}
@@ -301,6 +310,30 @@ def nelder_mead(f: Callable[[np.ndarray], float], x0: Sequence[float], step: Seq
     return pts[best], float(vals[best]), evals
 
 
+def coordinate_scan(f: Callable[[np.ndarray], float], x0: Sequence[float], lo: Sequence[float],
+                    hi: Sequence[float], points: int = 13) -> tuple[np.ndarray, float, int]:
+    """Each coordinate in turn over ``points`` evenly spaced values of ``[lo, hi]`` (and its
+    current one), the others held: ``(x, f(x), evaluations)``. The model's terms meet at
+    maxima, so a rate whose term is below another's at the start has no slope there, and a
+    simplex never leaves such a plateau (a skinny CTA's ``cta_bandwidth`` stayed at its default
+    whatever the rows said); a scan finds the basin the simplex then refines."""
+    x = np.asarray(x0, dtype=float).copy()
+    best = f(x)
+    evals = 1
+    for i in range(x.size):
+        if not (np.isfinite(lo[i]) and np.isfinite(hi[i])):
+            continue
+        keep = x[i]
+        for value in np.linspace(lo[i], hi[i], points):
+            x[i] = value
+            v = f(x)
+            evals += 1
+            if v < best:
+                best, keep = v, value
+        x[i] = keep
+    return x, best, evals
+
+
 # --------------------------------------------------------------------------------------------
 # The fit
 
@@ -345,7 +378,7 @@ def _bounds(default: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, passes: int = 6,
         max_evals: int = 400, prior: float = 0.01, max_block_rows: int = 2000, seed: int = 0,
-        log: Callable[[str], None] | None = print) -> FitResult:
+        slow_ratio: float | None = None, log: Callable[[str], None] | None = print) -> FitResult:
     """Block-coordinate descent over ``launch_s`` and each variant's rates (module docstring).
 
     Each pass fits ``launch_s`` (a one-dimensional search over every row), then each variant's
@@ -382,10 +415,16 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
         keep = rng.choice(len(block), max_block_rows, replace=False)
         return [block[i] for i in sorted(keep)]
 
+    # A candidate measured far behind its case's fastest decides no choice as long as it is not
+    # predicted faster than it ran: its rows count only when under-predicted.
+    slow_behind = math.log(slow_ratio) if slow_ratio else math.inf
+
     def sse(block: Sequence[FitRow], c: Any) -> float:
         total = 0.0
         for r in block:
             e = math.log(model.predict(r.candidate, r.problem, r.props, c)) - r.log_seconds
+            if e > 0.0 and r.behind >= slow_behind:
+                continue
             total += e * e
         return total
 
@@ -429,6 +468,9 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
                 return sse(block_v, now["cal"]) + penalty(v, x)
 
             start = np.log(np.maximum(np.array(rates[v], dtype=float), 1e-300))  # a default of 0: the bound
+            if number == 1:
+                start, _, n = coordinate_scan(loss, start, box[v][0], box[v][1])
+                evals += n
             x, _, n = nelder_mead(loss, start, _STEP, box[v][0], box[v][1], max_evals=max_evals)
             evals += n
             rates[v] = model.Rates(*np.exp(x).tolist())
@@ -550,6 +592,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--max-block-rows", type=int, default=2000, metavar="N",
                        help="rows a variant's search evaluates at most (a seeded sample; the report "
                             "uses every row; default: 2000)")
+    group.add_argument("--slow-ratio", type=float, default=None, metavar="X",
+                       help="a row whose candidate ran at least X times its case's fastest counts only when "
+                            "predicted faster than it ran (default: every row counts both ways)")
     sweep.add_timing_args(parser)
     args = parser.parse_args(argv)
     sweep.check_timing_args(parser, args)
@@ -624,7 +669,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return finish(2) if not args.from_ else 2
     t0 = time.perf_counter()
     result = fit(rows, info["key"], info["cc"], info["props"], passes=args.passes, max_evals=args.max_evals,
-                 prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed)
+                 prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed,
+                 slow_ratio=args.slow_ratio)
     fit_s = time.perf_counter() - t0
     print()
     print(_report_table(result))
@@ -634,7 +680,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               commit=",".join(commits) if commits else None, seed=seed)
     doc["fit"] = {"key": info["key"], "method": "block-coordinate descent, Nelder-Mead on log-rates, "
                                                 "least squares on log time with a prior toward the default rates",
-                  "passes": args.passes, "max_evals": args.max_evals, "prior": args.prior,
+                  "passes": args.passes, "max_evals": args.max_evals, "prior": args.prior, "slow_ratio": args.slow_ratio,
                   "rows": len(rows), "left_out": info["left_out"], "before": result.before, "after": result.after,
                   "history": result.passes, "report": result.report, "entry": entry, "written_to": None,
                   "seconds": fit_s}

@@ -240,6 +240,71 @@ def test_fit_recovers_known_rates():
     assert np.median(errors) < 0.02 and np.percentile(errors, 90) < 0.04 and errors.max() < 0.2
 
 
+SKINNY = "sgemm_skinny_dot_tt_64x16x128_4s_a16"
+
+
+def _skinny_rows(cal, count: int, seed: int, noise: float) -> list:
+    """Rows of every split of the ``SKINNY`` variant over skinny TT shapes, timed by ``cal``."""
+    from sgblas.dispatch import candidates, model
+    from sgblas.enums import MathMode
+    from sgblas.kernels import spec as registry
+    from sgblas.kernels.problem import GemmProblem
+
+    props, rng, rows = _props(), np.random.default_rng(seed), []
+    spec = registry.by_name(SKINNY)
+    for c in sweep.skinny_cases(count, seed, ("TT",), ("tight", "padded")):
+        ptrs = [0x7F0000000000 + i * 2**32 + 4 * o for i, o in enumerate(c.offsets)]
+        p = GemmProblem(CC, MathMode.FP32, "T", "T", c.m, c.n, c.k, ptrs[0], c.lda, ptrs[1], c.ldb, ptrs[2], c.ldc)
+        if spec.can_implement(p) is not None:
+            continue
+        found, _ = candidates.enumerate_candidates([spec], p, props, WORKSPACE)
+        timed = [(cand, model.predict(cand, p, props, cal) * math.exp(rng.normal(0.0, noise)))
+                 for cand in found if cand.tail is None]
+        best = min(t for _, t in timed)
+        rows += [calibrate.FitRow(p, cand, props, math.log(t), calibrate.dependencies(cand), cand.name,
+                                  math.log(t / best)) for cand, t in timed]
+    return rows
+
+
+def test_fit_finds_a_rate_whose_term_starts_below_another():
+    """A skinny CTA that streams at a seventh of the default ``cta_bandwidth``: at the defaults
+    its term is under the others for every row, so only the scan before the simplex finds it."""
+    from sgblas.dispatch import model
+    from sgblas.kernels import spec as registry
+
+    props = _props()
+    rates = {s.name: model.default_rates(s, CC, props) for s in registry.REGISTRY}
+    d = rates[SKINNY]
+    rates[SKINNY] = d._replace(flops=0.6 * d.flops, cta_bandwidth=0.15 * d.cta_bandwidth)
+    cal = model.Calibration(model.device_key(CC, props), 4e-6, rates, True, {})
+    rows = _skinny_rows(cal, 160, 5, noise=0.02)
+    assert len(rows) > 150
+    result = calibrate.fit(rows, cal.key, CC, props, passes=2, max_evals=300, log=None)
+    assert result.before > 0.2 and result.after < 0.04
+    assert result.rates[SKINNY].cta_bandwidth == pytest.approx(rates[SKINNY].cta_bandwidth, rel=0.15)
+
+
+def test_slow_rows_count_only_when_predicted_faster_than_they_ran():
+    from sgblas.dispatch import model
+    from sgblas.kernels import spec as registry
+
+    props = _props()
+    rates = {s.name: model.default_rates(s, CC, props) for s in registry.REGISTRY}
+    cal = model.Calibration(model.device_key(CC, props), 4e-6, rates, True, {})
+    rows = _skinny_rows(cal, 40, 9, noise=0.0)
+    behind = [r for r in rows if r.behind >= math.log(1.5)]
+    assert behind and len(behind) < len(rows)
+    # Rows far behind, made to have run faster than predicted: with slow_ratio they add nothing,
+    # so the defaults stay the exact fit; without it the fit moves off them.
+    shifted = [r._replace(log_seconds=r.log_seconds - 0.5) if r.behind >= math.log(1.5) else r for r in rows]
+    kept = calibrate.fit(shifted, cal.key, CC, props, passes=1, max_evals=60, prior=0.0, slow_ratio=1.5, log=None)
+    moved = calibrate.fit(shifted, cal.key, CC, props, passes=1, max_evals=60, prior=0.0, log=None)
+    on_time = [r for r in rows if r.behind < math.log(1.5)]
+    fitted = model.Calibration(cal.key, kept.launch_s, kept.rates, True, {})
+    assert np.abs(calibrate._errors(on_time, fitted)).max() < 1e-3
+    assert moved.after > kept.after
+
+
 def test_fit_rows_leave_out_plain_calls_tails_and_failures():
     doc = _synthetic_doc(3, 12, noise=0.0, variants=(TILE,))
     base = doc["rows"][0]
