@@ -36,9 +36,10 @@ the rest fixed (most rows first; in the first pass each rate is first scanned ov
 within bounds (every rate positive; ``lone`` in (0, 1]; ``slow_ld`` and ``c_unaligned`` in
 [0.5, 4]), for ``--passes`` (6) passes, each but the first followed by a pattern move of all
 parameters along the pass's step (blocks that share rows, such as a split-K variant and the
-reduction, otherwise zig-zag). With ``--slow-ratio X``, a row whose candidate ran X times its
-case's fastest or slower counts only when it is predicted faster than it ran: such a candidate
-decides no choice unless the model takes it for a fast one. ``launch_s`` and a variant's ``start_s`` add alike to each of
+reduction, otherwise zig-zag). With ``--slow-ratio X`` (2 unless given; 0: none), a row whose
+candidate ran X times its case's fastest or slower counts only when it is predicted faster than
+it ran: such a candidate decides no choice unless the model takes it for a fast one, and fitting
+its slowness would pull the rates away from the candidates that do. ``launch_s`` and a variant's ``start_s`` add alike to each of
 its launches; only candidates of several launches tell them apart, so their split leans on the
 prior more than the predictions do. The tool prints
 each variant's row count and median absolute log error before (default rates) and after. On
@@ -102,6 +103,8 @@ DEFAULT_RANDOM = 200
 #: fit to made-up rates missed some skinny shapes by up to 37% without these, 16% with them.
 DEFAULT_SKINNY = 128
 DEFAULT_SMALL = 64
+#: See the module's docstring; docs/design.md has the cross-validation that chose it.
+DEFAULT_SLOW_RATIO = 2.0
 #: The largest side of the ``--small`` shapes.
 SMALL_MAX_DIM = 600
 #: The launch gap the model assumes on a device without a calibration: where the fit of
@@ -592,14 +595,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--max-block-rows", type=int, default=2000, metavar="N",
                        help="rows a variant's search evaluates at most (a seeded sample; the report "
                             "uses every row; default: 2000)")
-    group.add_argument("--slow-ratio", type=float, default=None, metavar="X",
+    group.add_argument("--slow-ratio", type=float, default=DEFAULT_SLOW_RATIO, metavar="X",
                        help="a row whose candidate ran at least X times its case's fastest counts only when "
-                            "predicted faster than it ran (default: every row counts both ways)")
+                            f"predicted faster than it ran (default: {DEFAULT_SLOW_RATIO:g}; 0: every row counts "
+                            "both ways)")
     sweep.add_timing_args(parser)
     args = parser.parse_args(argv)
     sweep.check_timing_args(parser, args)
-    if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1:
-        parser.error("--random, --passes, --max-evals, --prior or --max-block-rows is out of range")
+    if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
+            or args.slow_ratio < 0 or 0 < args.slow_ratio <= 1:
+        parser.error("--random, --passes, --max-evals, --prior, --max-block-rows or --slow-ratio is out of range")
     return args
 
 
@@ -670,7 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     result = fit(rows, info["key"], info["cc"], info["props"], passes=args.passes, max_evals=args.max_evals,
                  prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed,
-                 slow_ratio=args.slow_ratio)
+                 slow_ratio=args.slow_ratio or None)
     fit_s = time.perf_counter() - t0
     print()
     print(_report_table(result))
@@ -680,7 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               commit=",".join(commits) if commits else None, seed=seed)
     doc["fit"] = {"key": info["key"], "method": "block-coordinate descent, Nelder-Mead on log-rates, "
                                                 "least squares on log time with a prior toward the default rates",
-                  "passes": args.passes, "max_evals": args.max_evals, "prior": args.prior, "slow_ratio": args.slow_ratio,
+                  "passes": args.passes, "max_evals": args.max_evals, "prior": args.prior, "slow_ratio": args.slow_ratio or None,
                   "rows": len(rows), "left_out": info["left_out"], "before": result.before, "after": result.after,
                   "history": result.passes, "report": result.report, "entry": entry, "written_to": None,
                   "seconds": fit_s}
