@@ -6,6 +6,7 @@ Usage (from the repository root; both forms work)::
     python -m perf.calibrate --list            # print the calibration set and exit (no GPU needed)
     python -m perf.calibrate --from sweep_A.json --from sweep_B.json   # fit earlier rows (no GPU)
     python -m perf.calibrate --shard 1/3 --no-write                    # measure a third, fit nothing yet
+    python -m perf.calibrate --from regret.json --holdout --slow-ratio 0  # judge fit settings (no GPU)
 
 The calibration set: ``perf.bench``'s default shapes (square 1024 to 16384 and its five
 rectangles), each in all four transpose pairs with the leading-dimension class turning over
@@ -170,6 +171,8 @@ class FitRow(NamedTuple):
     name: str
     #: log of this time over the fastest candidate's of its case (0 for the fastest)
     behind: float = 0.0
+    #: (the document's index among those given, its case number)
+    case: tuple[int, int] = (0, 0)
 
 
 def dependencies(candidate: Any) -> tuple[str, ...]:
@@ -204,7 +207,7 @@ def rebuild_rows(docs: Sequence[dict[str, Any]]) -> tuple[list[FitRow], dict[str
     rows: list[FitRow] = []
     left_out: dict[str, int] = {}
     key = cc0 = props0 = None
-    for doc in docs:
+    for index, doc in enumerate(docs):
         cc, props, workspace, mode = _device_of(doc)
         this = model.device_key(cc, props)
         if key is None:
@@ -234,7 +237,8 @@ def rebuild_rows(docs: Sequence[dict[str, Any]]) -> tuple[list[FitRow], dict[str
                     reason = "not a candidate of this sgblas any more"
                 else:
                     rows.append(FitRow(p, found, props, math.log(r["seconds"]), dependencies(found),
-                                       r["candidate"], math.log(r["seconds"] / fastest[r["case"]])))
+                                       r["candidate"], math.log(r["seconds"] / fastest[r["case"]]),
+                                       (index, r["case"])))
             if reason is not None:
                 left_out[reason] = left_out.get(reason, 0) + 1
     return rows, {"key": key, "cc": cc0, "props": props0, "left_out": left_out}
@@ -554,6 +558,56 @@ def _public_path(path: Path) -> str:
 # Command line
 
 
+def holdout(docs: Sequence[dict[str, Any]], rows: Sequence[FitRow], info: dict[str, Any],
+            **fit_args: Any) -> dict[str, Any]:
+    """Two-fold cross-validation of the fit by the choices it makes: the cases (each with every
+    legal candidate timed, as ``perf.regret`` and ``perf.calibrate`` time them) are cut in two
+    halves by turns; each half's rows are fitted (``fit_args`` go to :func:`fit`), and the other
+    half's shapes are planned with those rates. A shape's regret is its choice's measured time
+    over its fastest candidate's. Returns ``{"shapes", "not_timed", "geomean", "p95", "max",
+    "fastest", "worst"}``; ``not_timed`` counts choices the documents have no time for."""
+    from sgblas.dispatch import model, plan
+    from sgblas.enums import MathMode
+    from sgblas.kernels.problem import GemmProblem
+
+    times: dict[tuple[int, int], dict[str, float]] = {}
+    problems: dict[tuple[int, int], Any] = {}
+    for index, doc in enumerate(docs):
+        cc, props, workspace, mode = _device_of(doc)
+        for r in doc["rows"]:
+            if r.get("call") == "candidate" and r.get("status") == "ok" and r.get("seconds"):
+                times.setdefault((index, r["case"]), {})[r["candidate"]] = r["seconds"]
+                if (index, r["case"]) not in problems:
+                    ptrs = [base + low for base, low in zip(_BASES, r.get("ptr_low") or (0, 0, 0))]
+                    problems[(index, r["case"])] = (GemmProblem(cc, MathMode[mode], r["transa"], r["transb"], r["m"],
+                                                                r["n"], r["k"], ptrs[0], r["lda"], ptrs[1], r["ldb"],
+                                                                ptrs[2], r["ldc"]), props, workspace)
+    half = {case: i % 2 for i, case in enumerate(sorted(times))}
+    regrets: list[tuple[float, str, str, str]] = []
+    not_timed = 0
+    for h in (0, 1):
+        result = fit([r for r in rows if half.get(r.case) != h], info["key"], info["cc"], info["props"], **fit_args)
+        cal = model.Calibration(info["key"], result.launch_s, dict(result.rates), True, {})
+        for case, h_case in half.items():
+            if h_case != h:
+                continue
+            p, props, workspace = problems[case]
+            chosen = plan.choose(p, props, workspace, quick=True, cal=cal).candidate
+            t = times[case].get(chosen)
+            if t is None:
+                not_timed += 1
+                continue
+            best = min(times[case], key=times[case].get)
+            shape = f"{p.m}x{p.n}x{p.k} {p.transa}{p.transb} ld {p.lda},{p.ldb},{p.ldc}"
+            regrets.append((t / times[case][best], shape, chosen, best))
+    if not regrets:
+        raise ValueError("no shape's choice has a measured time")
+    values = np.array([r[0] for r in regrets])
+    return {"shapes": len(values), "not_timed": not_timed, "geomean": float(np.exp(np.log(values).mean())),
+            "p95": float(np.percentile(values, 95)), "max": float(values.max()),
+            "fastest": float(np.mean(values <= 1.0)), "worst": sorted(regrets, reverse=True)[:8]}
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     from sgblas.dispatch import model
 
@@ -585,6 +639,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                        help="the calibration file to put this device's entry in (default: the package's "
                             "sgblas/dispatch/calibration.json)")
     group.add_argument("--no-write", action="store_true", help="fit and report, but write no calibration file")
+    group.add_argument("--holdout", action="store_true",
+                       help="with --from: judge these fit settings by two-fold cross-validation of the choices "
+                            "they make (fit one half of the cases, plan the other with it; regret = the choice's "
+                            "measured time over the fastest), print it and write nothing")
     group.add_argument("--passes", type=int, default=6, metavar="N",
                        help="passes of block-coordinate descent (default: 6)")
     group.add_argument("--max-evals", type=int, default=400, metavar="N",
@@ -602,6 +660,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sweep.add_timing_args(parser)
     args = parser.parse_args(argv)
     sweep.check_timing_args(parser, args)
+    if args.holdout and not args.from_:
+        parser.error("--holdout judges the fit of earlier rows: give them with --from")
     if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
             or args.slow_ratio < 0 or 0 < args.slow_ratio <= 1:
         parser.error("--random, --passes, --max-evals, --prior, --max-block-rows or --slow-ratio is out of range")
@@ -672,6 +732,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not rows:
         print("perf.calibrate: no row to fit", file=sys.stderr)
         return finish(2) if not args.from_ else 2
+    if args.holdout:
+        try:
+            cv = holdout(docs, rows, info, passes=args.passes, max_evals=args.max_evals, prior=args.prior,
+                         max_block_rows=args.max_block_rows, seed=args.seed, slow_ratio=args.slow_ratio or None,
+                         log=None)
+        except ValueError as exc:
+            print(f"perf.calibrate: {exc}", file=sys.stderr)
+            return 2
+        print(f"held out: {cv['shapes']} shapes ({cv['not_timed']} choices not timed), regret geomean "
+              f"{cv['geomean']:.3f}, p95 {cv['p95']:.3f}, max {cv['max']:.3f}; the choice was the fastest in "
+              f"{cv['fastest']:.1%}")
+        for regret, shape, chosen, best in cv["worst"]:
+            print(f"  {regret:.3f}  {shape}: {chosen}, fastest {best}")
+        return 0
     t0 = time.perf_counter()
     result = fit(rows, info["key"], info["cc"], info["props"], passes=args.passes, max_evals=args.max_evals,
                  prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed,

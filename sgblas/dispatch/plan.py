@@ -129,7 +129,7 @@ class Plan(NamedTuple):
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
-           quick: bool = False, rectangle: bool = False) -> Choice:
+           quick: bool = False, rectangle: bool = False, cal: _model.Calibration | None = None) -> Choice:
     """The plan for ``p``: legality (each spec's ``can_implement``, then each candidate's:
     :mod:`sgblas.dispatch.candidates`), then the candidate of least predicted time
     (:mod:`sgblas.dispatch.model`), with the device's calibrated rates, or the default rates on
@@ -139,6 +139,8 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     classes the operands are not in without wording their refusals, and predicts no more
     candidates than the choice needs; ``explain`` lists them all, with their predicted times.
     ``rectangle``: ``p`` is a tail plan's rectangle (less than a wave: no tail plan of its own).
+    ``cal``: rates to predict with in place of the device's (``perf.calibrate --holdout`` judges
+    a fit by the choices it makes).
     """
     legal, refused = [], []
     for spec in _of_pair((p.transa, p.transb)) if quick else registry.GEMM_KERNELS:
@@ -150,7 +152,8 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
         else:
             refused.append((spec.name, reason))
     # A call's path says nothing of an uncalibrated device: explain does, once.
-    cal = _model.calibration_for(p.cc, props, warn=not quick)
+    if cal is None:
+        cal = _model.calibration_for(p.cc, props, warn=not quick)
     return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
 
 
@@ -200,7 +203,7 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
                 continue
             for rect in c.tail.rects:
                 if rect not in subs:
-                    sub = choose(_sub_problem(p, rect), props, workspace_bytes, quick=True, rectangle=True)
+                    sub = choose(_sub_problem(p, rect), props, workspace_bytes, quick=True, rectangle=True, cal=cal)
                     subs[rect] = (sub, sub.predicted_s if sub.spec is not None else float("inf"))
                 t += subs[rect][1]
         timed.append((c, t))

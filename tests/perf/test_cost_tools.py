@@ -240,6 +240,41 @@ def test_fit_recovers_known_rates():
     assert np.median(errors) < 0.02 and np.percentile(errors, 90) < 0.04 and errors.max() < 0.2
 
 
+def test_holdout_judges_a_fit_by_the_choices_it_makes(capsys):
+    """A fit of one half of the cases plans the other: with rows that follow the model, the held-out
+    choices are the fastest, or within the noise of it."""
+    from sgblas.kernels import spec as registry
+
+    # every NN variant timed, as a real sweep times every legal candidate: the choice has a time
+    doc = _synthetic_doc(21, 120, noise=0.01, variants=tuple(s.name for s in registry.GEMM_KERNELS))
+    rows, info = calibrate.rebuild_rows([doc])
+    timed = {(0, r["case"]) for r in doc["rows"]}
+    assert {r.case for r in rows} == timed and len(timed) >= 40
+    cv = calibrate.holdout([doc], rows, info, passes=1, max_evals=100, log=None)
+    assert cv["shapes"] + cv["not_timed"] == len(timed) and cv["shapes"] >= 30
+    assert 1.0 <= cv["geomean"] < 1.02 and cv["max"] < 1.15 and cv["fastest"] > 0.5
+    # the same rows with their times shuffled among each case's candidates: the fit learns nothing
+    rng = np.random.default_rng(5)
+    scrambled = json.loads(json.dumps(doc))
+    by_case: dict = {}
+    for r in scrambled["rows"]:
+        by_case.setdefault(r["case"], []).append(r)
+    for group in by_case.values():
+        times = [r["seconds"] for r in group]
+        rng.shuffle(times)
+        for r, t in zip(group, times):
+            r["seconds"] = t
+    rows2, info2 = calibrate.rebuild_rows([scrambled])
+    worse = calibrate.holdout([scrambled], rows2, info2, passes=1, max_evals=100, log=None)
+    assert worse["geomean"] > cv["geomean"] + 0.02
+
+
+def test_holdout_needs_rows_from_a_file(capsys):
+    with pytest.raises(SystemExit) as info:
+        calibrate.parse_args(["--holdout"])
+    assert info.value.code == 2
+
+
 SKINNY = "sgemm_skinny_dot_tt_64x16x128_4s_a16"
 
 
