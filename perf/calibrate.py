@@ -40,9 +40,9 @@ parameters along the pass's step (blocks that share rows, such as a split-K vari
 reduction, otherwise zig-zag). With ``--slow-ratio X`` (2 unless given; 0: none), a row whose
 candidate ran X times its case's fastest or slower counts only when it is predicted faster than
 it ran: such a candidate decides no choice unless the model takes it for a fast one, and fitting
-its slowness would pull the rates away from the candidates that do. ``launch_s`` and a variant's ``start_s`` add alike to each of
-its launches; only candidates of several launches tell them apart, so their split leans on the
-prior more than the predictions do. The tool prints
+its slowness would pull the rates away from the candidates that do. ``launch_s`` and a
+variant's ``start_s`` add alike to each of its launches; only candidates of several launches
+tell them apart, so their split leans on the prior more than the predictions do. The tool prints
 each variant's row count and median absolute log error before (default rates) and after. On
 about 2000 rows made from perturbed default rates with 3% noise, the fit takes about 30 s and
 lands at the noise; 4000 rows, about a minute.
@@ -567,22 +567,16 @@ def holdout(docs: Sequence[dict[str, Any]], rows: Sequence[FitRow], info: dict[s
     over its fastest candidate's. Returns ``{"shapes", "not_timed", "geomean", "p95", "max",
     "fastest", "worst"}``; ``not_timed`` counts choices the documents have no time for."""
     from sgblas.dispatch import model, plan
-    from sgblas.enums import MathMode
-    from sgblas.kernels.problem import GemmProblem
 
+    # Every candidate's time, tail plans too (a choice may be one); the problems are the rows'.
     times: dict[tuple[int, int], dict[str, float]] = {}
-    problems: dict[tuple[int, int], Any] = {}
     for index, doc in enumerate(docs):
-        cc, props, workspace, mode = _device_of(doc)
         for r in doc["rows"]:
             if r.get("call") == "candidate" and r.get("status") == "ok" and r.get("seconds"):
                 times.setdefault((index, r["case"]), {})[r["candidate"]] = r["seconds"]
-                if (index, r["case"]) not in problems:
-                    ptrs = [base + low for base, low in zip(_BASES, r.get("ptr_low") or (0, 0, 0))]
-                    problems[(index, r["case"])] = (GemmProblem(cc, MathMode[mode], r["transa"], r["transb"], r["m"],
-                                                                r["n"], r["k"], ptrs[0], r["lda"], ptrs[1], r["ldb"],
-                                                                ptrs[2], r["ldc"]), props, workspace)
-    half = {case: i % 2 for i, case in enumerate(sorted(times))}
+    problems = {r.case: r.problem for r in rows}
+    workspace = [_device_of(doc)[2] for doc in docs]
+    half = {case: i % 2 for i, case in enumerate(sorted(problems))}
     regrets: list[tuple[float, str, str, str]] = []
     not_timed = 0
     for h in (0, 1):
@@ -591,8 +585,8 @@ def holdout(docs: Sequence[dict[str, Any]], rows: Sequence[FitRow], info: dict[s
         for case, h_case in half.items():
             if h_case != h:
                 continue
-            p, props, workspace = problems[case]
-            chosen = plan.choose(p, props, workspace, quick=True, cal=cal).candidate
+            p = problems[case]
+            chosen = plan.choose(p, info["props"], workspace[case[0]], quick=True, cal=cal).candidate
             t = times[case].get(chosen)
             if t is None:
                 not_timed += 1

@@ -389,6 +389,16 @@ else:
         ptr = builder.gep(data, [wide], inbounds=True)
         return builder.addrspacecast(ptr, ir.PointerType(ir.FloatType(), addrspace))
 
+    def _cp_async_call(builder, sptr, gptr, nbytes, size: int = 4, cache: str = "ca") -> None:
+        """``cp.async.{cache}`` of a ``size``-byte copy from the global ``gptr`` to the shared
+        ``sptr`` (typed pointers, as :func:`_elem_ptr` makes them), ``nbytes`` (an i32: ``size``
+        or 0) of it read: every cp.async here is this call."""
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]),
+                          f"cp.async.{cache}.shared.global [$0], [$1], {size}, $2;", "r,l,r,~{memory}",
+                          side_effect=True)
+        builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), nbytes])
+
     def _vec_ptr(builder, fptr, addrspace: int, width: int = 4):
         return builder.bitcast(fptr, ir.PointerType(ir.VectorType(ir.FloatType(), width), addrspace))
 
@@ -478,23 +488,17 @@ else:
     stg4 = _store4(_GLOBAL, "stg4")
 
     def _cp_async(size: int, cache: str, name: str):
-        asm = f"cp.async.{cache}.shared.global [$0], [$1], {size}, $2;"
-
         def impl(typingctx, dst, di, src, si, src_bytes):
             _check(name, dst, di)
             _check(name, src, si)
 
             def codegen(context, builder, sig, args):
-                i32, i64 = ir.IntType(32), ir.IntType(64)
                 sptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1],
                                  _SHARED)
                 gptr = _elem_ptr(context, builder, sig.args[2], args[2], sig.args[3], args[3],
                                  _GLOBAL)
                 nbytes = context.cast(builder, args[4], sig.args[4], types.uint32)
-                fnty = ir.FunctionType(ir.VoidType(), [i32, i64, i32])
-                op = ir.InlineAsm(fnty, asm, "r,l,r,~{memory}", side_effect=True)
-                builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64),
-                                  nbytes])
+                _cp_async_call(builder, sptr, gptr, nbytes, size, cache)
                 return context.get_dummy_value()
 
             return types.void(dst, di, src, si, src_bytes), codegen
@@ -567,18 +571,14 @@ else:
         _check("cp_async4_if", src, si)
         if not isinstance(ok, types.Boolean):
             raise TypeError(f"cp_async4_if needs a boolean condition, got {ok}")
-        asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
 
         def codegen(context, builder, sig, args):
-            i32, i64 = ir.IntType(32), ir.IntType(64)
+            i32 = ir.IntType(32)
             keep = context.cast(builder, args[4], sig.args[4], types.boolean)
             index = builder.select(keep, args[3], ir.Constant(args[3].type, 0))
             sptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _SHARED)
             gptr = _elem_ptr(context, builder, sig.args[2], args[2], sig.args[3], index, _GLOBAL)
-            nbytes = builder.select(keep, ir.Constant(i32, 4), ir.Constant(i32, 0))
-            op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm, "r,l,r,~{memory}",
-                              side_effect=True)
-            builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), nbytes])
+            _cp_async_call(builder, sptr, gptr, builder.select(keep, ir.Constant(i32, 4), ir.Constant(i32, 0)))
             return context.get_dummy_value()
 
         return types.void(dst, di, src, si, ok), codegen
@@ -857,18 +857,15 @@ else:
         for idx in (di, si):
             if not (idx.signed and idx.bitwidth == 64):
                 raise TypeError(f"cp_async4x4 needs int64 element indices, got {di} and {si}")
-        asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
 
         def codegen(context, builder, sig, args):
             i32, i64 = ir.IntType(32), ir.IntType(64)
-            op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm, "r,l,r,~{memory}",
-                              side_effect=True)
             for e in range(4):
                 d, g = (args[1], args[3]) if e == 0 else \
                     (builder.add(args[1], i64(e), flags=["nsw"]), builder.add(args[3], i64(e), flags=["nsw"]))
                 sptr = _elem_ptr(context, builder, sig.args[0], args[0], types.int64, d, _SHARED)
                 gptr = _elem_ptr(context, builder, sig.args[2], args[2], types.int64, g, _GLOBAL)
-                builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), i32(4)])
+                _cp_async_call(builder, sptr, gptr, i32(4))
             return context.get_dummy_value()
 
         return types.void(dst, di, src, si), codegen
@@ -886,12 +883,9 @@ else:
         for v in (x, y, d0, d1, s0, s1):
             if not (isinstance(v, types.Integer) and v.signed and v.bitwidth == 64):
                 raise TypeError(f"cp_async4x4_if needs int64 indices and bounds, got {v}")
-        asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
 
         def codegen(context, builder, sig, args):
             i32, i64 = ir.IntType(32), ir.IntType(64)
-            op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm, "r,l,r,~{memory}",
-                              side_effect=True)
             av, xv, yv, dstv, d0v, d1v, srcv, s0v, s1v = args
 
             def add(p, q):
@@ -905,7 +899,7 @@ else:
                 sptr = _elem_ptr(context, builder, sig.args[3], dstv, types.int64, d, _SHARED)
                 gptr = _elem_ptr(context, builder, sig.args[6], srcv, types.int64, index, _GLOBAL)
                 nbytes = builder.select(keep, i32(4), i32(0))
-                builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), nbytes])
+                _cp_async_call(builder, sptr, gptr, nbytes)
             return context.get_dummy_value()
 
         return types.void(a, x, y, dst, d0, d1, src, s0, s1), codegen
@@ -933,12 +927,9 @@ else:
             wo_v, gn_v, co_v = wo.literal_value, gn.literal_value, co.literal_value
             add = typingctx.resolve_function_type(operator.add, (col, types.uint32), {})
             less = typingctx.resolve_function_type(operator.lt, (add.return_type, kv), {})
-            asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
 
             def codegen(context, builder, sig, args):
                 i32, i64 = ir.IntType(32), ir.IntType(64)
-                op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm,
-                                  "r,l,r,~{memory}", side_effect=True)
                 dstv, wv, _, srcv, gv, _, ldv, colv, _, kvv = args[:10]
 
                 def call(fn, fsig, vals, tys):
@@ -956,7 +947,7 @@ else:
                     nb = builder.select(keep, nbytes, i32(0))
                     sptr = _elem_ptr(context, builder, sig.args[0], dstv, types.int64, d, _SHARED)
                     gptr = _elem_ptr(context, builder, sig.args[3], srcv, types.int64, at, _GLOBAL)
-                    builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), nb])
+                    _cp_async_call(builder, sptr, gptr, nb)
                 return context.get_dummy_value()
 
             return types.void(dst, w, wo, src, g, gn, ld, col, co, kv, *es), codegen
@@ -994,12 +985,9 @@ else:
                 if not (isinstance(v, types.Integer) and v.signed and v.bitwidth == 64):
                     raise TypeError(f"cp_async4_swizzled needs an int64 index and stride, got {v}")
             xor = typingctx.resolve_function_type(operator.xor, (b, types.uint32), {})
-            asm = "cp.async.ca.shared.global [$0], [$1], 4, $2;"
 
             def codegen(context, builder, sig, args):
                 i32, i64 = ir.IntType(32), ir.IntType(64)
-                op = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i32, i64, i32]), asm,
-                                  "r,l,r,~{memory}", side_effect=True)
                 dstv, bv, srcv, gv, ldv = args
                 for t in range(n):
                     # int64(b ^ uint32(x)) through Numba's own ^ and cast for b's type
@@ -1011,7 +999,7 @@ else:
                     at = builder.add(gv, builder.mul(i64(step * t), ldv, flags=["nsw"]), flags=["nsw"])
                     sptr = _elem_ptr(context, builder, sig.args[0], dstv, types.int64, d, _SHARED)
                     gptr = _elem_ptr(context, builder, sig.args[2], srcv, types.int64, at, _GLOBAL)
-                    builder.call(op, [builder.ptrtoint(sptr, i32), builder.ptrtoint(gptr, i64), i32(4)])
+                    _cp_async_call(builder, sptr, gptr, i32(4))
                 return context.get_dummy_value()
 
             return types.void(dst, b, src, g, ld), codegen
