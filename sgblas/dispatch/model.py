@@ -6,10 +6,13 @@ stream. Each launch of a variant is predicted from nine rates of that variant
 
 - **compute**: the busiest SM's CTAs, ``ceil(ctas / SMs)``, run in rounds of the variant's
   occupancy; a full round at ``flops`` (one SM full of its CTAs), a last partial round of
-  ``r`` CTAs at ``min(1, r * lone)`` of it; each round adds ``cta_s`` (prologue, epilogue);
-- **memory**: the A and B tile bytes all CTAs load, at ``bandwidth``, and no faster than the
-  busiest SM's rounds of CTAs each stream their own bytes at ``cta_bandwidth`` (a CTA's loads
-  are latency-bound: one CTA with a long K, or a few, cannot draw the GPU's bandwidth);
+  ``r`` CTAs at ``min(1, r * lone)`` of it; each round adds ``cta_s`` (prologue, epilogue); a
+  tile kernel's CTA multiplies whole K steps of its tile;
+- **memory**: the A and B tile bytes all CTAs load, at ``bandwidth``, and the busiest SM's
+  rounds of CTAs each streaming their own bytes at ``cta_bandwidth`` (a CTA's loads are
+  latency-bound: one CTA with a long K, or a few, cannot draw the GPU's bandwidth); the two
+  times add in quadrature, since neither is a wall: loads queue as the CTAs streaming at once
+  approach the bandwidth they share;
 - **C**: the bytes of C (or of the partials) written, at ``c_bandwidth``, times
   ``c_unaligned`` when C's columns do not start on 128-byte lines; the last round's stores
   overlap nothing, so ``1 / rounds`` of that time is added;
@@ -209,8 +212,9 @@ def launch_seconds(r: Rates, sm_count: int, occ: int, n_ctas: int, cta_flops: fl
     compute += rounds * r.cta_s
     memory = ab_bytes / r.bandwidth
     streamed = rounds * (ab_bytes / n_ctas if cta_bytes is None else cta_bytes) / r.cta_bandwidth
-    if streamed > memory:
-        memory = streamed
+    # Neither limit is a wall: as the CTAs streaming at once approach the bandwidth they share,
+    # each one's loads queue, so the two times add in quadrature rather than the larger ruling.
+    memory = (memory * memory + streamed * streamed) ** 0.5
     if flags & SLOW_LD:
         compute *= r.slow_ld
         memory *= r.slow_ld
@@ -225,11 +229,13 @@ def launch_seconds(r: Rates, sm_count: int, occ: int, n_ctas: int, cta_flops: fl
 
 def _tile_launch(cal: Calibration, spec: KernelSpec, props: DeviceProperties, m: int, n: int, kc: int,
                  splits: int, flags: int, out_bytes: float) -> float:
-    bm, bn, _ = spec.tile
+    bm, bn, bk = spec.tile
     tiles = -(-m // bm) * -(-n // bn)
     n_ctas = tiles * splits
+    # A CTA's loop runs whole K steps: with k below a step it multiplies its padding too.
     return cal.launch_s + launch_seconds(cal.rates[spec.name], props.sm_count, occupancy(spec, props), n_ctas,
-                                         2.0 * bm * bn * kc, 4.0 * n_ctas * (bm + bn) * kc, out_bytes, flags)
+                                         2.0 * bm * bn * (-(-kc // bk) * bk), 4.0 * n_ctas * (bm + bn) * kc, out_bytes,
+                                         flags)
 
 
 @functools.cache
