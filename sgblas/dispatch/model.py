@@ -21,7 +21,8 @@ stream. Each launch of a variant is predicted from nine rates of that variant
   that layout run slowly (a multiple of 32 floats, or within one of a power of two);
 - each launch also costs the device's ``launch_s``: the gap between back-to-back kernels.
 
-A split-K candidate adds the reduction's launch (the partials read, C read and written); a
+A split-K candidate adds the reduction's launch (the partials read, C read and written; each
+CTA streams its whole share of the partials, however few of its threads the output fills); a
 packed one the two copies; a tail plan the rectangles' own choices. Nine rates per variant. The rates come from
 ``calibration.json``, fitted by ``python -m perf.calibrate`` to times measured on one kind of
 device and keyed by compute capability, SM count and memory bus width (``sm_90/132/6016b`` on an H200). On a device without an
@@ -247,11 +248,21 @@ def _reduce_spec() -> KernelSpec:
     return registry.by_name(_reduce.NAME)
 
 
+def _reduce_shape(m: int, n: int) -> tuple[int, float, float, float]:
+    """The reduction's ``(CTAs, bytes of one partial, bytes of C read and written, bytes of
+    one partial a CTA's loop walks)`` for an ``m`` x ``n`` C."""
+    n_ctas = _reduce.grid(m, n)[0]
+    # Each thread sums its 4 rows' partials one load round after another, so a CTA's loop takes
+    # as long as its whole share of groups would, however few of its threads the output fills.
+    per_cta = 16.0 * _reduce.THREADS * -(-_reduce.groups(m, n) // (_reduce.THREADS * n_ctas))
+    return n_ctas, 4.0 * _reduce.padded_rows(m) * n, 8.0 * m * n, per_cta
+
+
 def _reduce_seconds(cal: Calibration, props: DeviceProperties, m: int, n: int, splits: int, flags: int) -> float:
     red = _reduce_spec()
-    ldw = _reduce.padded_rows(m)
-    return cal.launch_s + launch_seconds(cal.rates[red.name], props.sm_count, occupancy(red, props),
-                                         _reduce.grid(m, n)[0], 0.0, 4.0 * splits * ldw * n, 8.0 * m * n, flags)
+    n_ctas, partial_bytes, c_bytes, per_cta = _reduce_shape(m, n)
+    return cal.launch_s + launch_seconds(cal.rates[red.name], props.sm_count, occupancy(red, props), n_ctas, 0.0,
+                                         splits * partial_bytes, c_bytes, flags, splits * per_cta)
 
 
 @functools.cache
@@ -350,12 +361,13 @@ class Floor:
         t = self.reduce.get(splits)
         if t is None:
             if self._reduce_launch is None:
-                red, m, n = _reduce_spec(), self.p.m, self.p.n
+                red = _reduce_spec()
                 self._reduce_launch = (self.cal.rates[red.name], self.props.sm_count, occupancy(red, self.props),
-                                       _reduce.grid(m, n)[0], 4.0 * _reduce.padded_rows(m) * n, 8.0 * m * n)
-            r, sm_count, occ, n_ctas, partial_bytes, c_bytes = self._reduce_launch
+                                       *_reduce_shape(self.p.m, self.p.n))
+            r, sm_count, occ, n_ctas, partial_bytes, c_bytes, per_cta = self._reduce_launch
             t = self.reduce[splits] = self.cal.launch_s + launch_seconds(r, sm_count, occ, n_ctas, 0.0,
-                                                                         splits * partial_bytes, c_bytes, self.flags)
+                                                                         splits * partial_bytes, c_bytes, self.flags,
+                                                                         splits * per_cta)
         return t
 
     def predict(self, c: Candidate,

@@ -250,7 +250,7 @@ def test_holdout_judges_a_fit_by_the_choices_it_makes(capsys):
     rows, info = calibrate.rebuild_rows([doc])
     timed = {(0, r["case"]) for r in doc["rows"]}
     assert {r.case for r in rows} == timed and len(timed) >= 40
-    cv = calibrate.holdout([doc], rows, info, passes=1, max_evals=100, log=None)
+    cv = calibrate.holdout([doc], rows, info, passes=1, max_evals=200, log=None)
     assert cv["shapes"] + cv["not_timed"] == len(timed) and cv["shapes"] >= 30
     assert 1.0 <= cv["geomean"] < 1.02 and cv["max"] < 1.15 and cv["fastest"] > 0.5
     # the same rows with their times shuffled among each case's candidates: the fit learns nothing
