@@ -144,6 +144,31 @@ def test_every_launch_costs_its_gap_and_more_k_costs_more(calibrated):
     assert s2 > 2 * 5e-6
 
 
+def test_bandwidth_and_streaming_add_in_quadrature():
+    """Equal bandwidth and per-CTA streaming times make sqrt(2) of either, not the larger."""
+    r = model.Rates(flops=1e15, lone=1.0, cta_s=0.0, bandwidth=1e12, slow_ld=1.0, c_bandwidth=1e15,
+                    c_unaligned=1.0, start_s=0.0, cta_bandwidth=1e10)
+    # 100 CTAs on 100 SMs, one round: 1e6 bytes at 1e12 B/s, and 1e4 bytes per CTA at 1e10 B/s
+    t = model.launch_seconds(r, 100, 1, 100, 0.0, 1e6, 0.0, 0)
+    assert t == pytest.approx(2 ** 0.5 * 1e-6)
+
+
+def test_a_tile_multiplies_whole_k_steps_and_the_reduction_whole_ctas(calibrated):
+    rates = _rates()
+    tile = next(s for s in GEMM_KERNELS if s.role == "gemm" and s.pair == ("N", "N") and s.align == 16)
+    bk = tile.tile[2]
+    rates[tile.name][3] = rates[tile.name][5] = rates[tile.name][8] = 1e18  # bytes free: compute rules
+    calibrated(rates)
+    cal = model.calibration_for(CC, H200)
+    at = {k: model.predict(cand.Candidate(tile), problem(m=4096, n=4096, k=k), H200, cal) for k in (1, bk, bk + 1)}
+    assert at[1] == pytest.approx(at[bk]) and at[bk + 1] > 1.5 * at[bk]
+    # One reduction CTA (256 threads of 4 rows) for 8 rows as for 1024: its threads sum their
+    # partials one after another, so the few rows cost as much per partial.
+    few, full = (model._reduce_seconds(cal, H200, m, 1, 64, 0) for m in (8, 1024))
+    assert few == pytest.approx(full, rel=0.05)
+    assert model._reduce_seconds(cal, H200, 8, 1, 128, 0) > few
+
+
 @pytest.mark.parametrize("ta,tb,lda,ldb,c,ldc,flags", [
     ("N", "N", 1000, 1000, 0, 1000, model.C_UNALIGNED),     # ldc not a multiple of 32
     ("N", "N", 1000, 4096, 0, 4096, model.SLOW_LD),         # B k-major at a power of two
