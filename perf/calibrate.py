@@ -628,7 +628,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group = parser.add_argument_group("fit")
     group.add_argument("--from", dest="from_", action="append", type=Path, default=None, metavar="FILE",
                        help="fit the rows of an earlier perf.sweep, perf.calibrate or perf.regret result "
-                            "instead of measuring (repeatable; all of one kind of device)")
+                            "instead of measuring (repeatable; all of one kind of device); the fit's document "
+                            "goes beside the first FILE unless --out says where")
     group.add_argument("--write", type=Path, default=model.CALIBRATION_FILE, metavar="PATH",
                        help="the calibration file to put this device's entry in (default: the package's "
                             "sgblas/dispatch/calibration.json)")
@@ -672,6 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sgblas.dispatch import model
 
     args = parse_args(argv)
+    out_given = any(a == "--out" or a.startswith("--out=") for a in (sys.argv[1:] if argv is None else argv))
     cases = sweep.shard(calibration_cases(args.seed, args.random, args.skinny, args.pairs, max_dim=args.max_dim,
                                              small=args.small),
                         args.shard)
@@ -705,7 +707,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def finish(code: int) -> int:
         """Keep the rows (and the fit, when there is one) whatever happened to the fit."""
-        path = sweep.save_doc(doc, args.out)
+        # A refit's rows are the files it read: its document goes beside the first of them, not
+        # among the results the docs cite, unless --out says where.
+        path = sweep.save_doc(doc, args.out if out_given or not args.from_ else args.from_[0].parent)
         print(f"wrote {path}")
         return code
 

@@ -397,6 +397,10 @@ def test_from_file_writes_a_calibration_that_sgblas_reads(tmp_path, capsys):
     doc = json.loads(doc_path.read_text())
     assert doc["kind"] == "calibrate" and doc["fit"]["entry"] == entry and len(doc["rows"]) > 0
     assert doc["fit"]["written_to"] == "calibration.json" and str(tmp_path) not in doc_path.read_text()
+    # without --out, a refit's document goes beside the rows it read, not into perf/results
+    assert calibrate.main(["--from", str(sweep_file), "--no-write", "--passes", "1", "--max-evals", "20"]) == 0
+    (beside,) = tmp_path.glob("calibrate_*_synthetic-device.json")
+    assert json.loads(beside.read_text())["kind"] == "calibrate"
     # a second device's rows cannot join the first's
     second = _synthetic_doc(12, 5, noise=0.0)
     second["sgblas_device"]["properties"]["sm_count"] = 132
