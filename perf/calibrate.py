@@ -653,8 +653,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                             f"predicted faster than it ran (default: {DEFAULT_SLOW_RATIO:g}; 0: every row counts "
                             "both ways)")
     sweep.add_timing_args(parser)
+    parser.set_defaults(out=None)
     args = parser.parse_args(argv)
     sweep.check_timing_args(parser, args)
+    if args.out is None:
+        # A refit's rows are the files it read: its document goes beside the first of them, not
+        # among the results the docs cite.
+        args.out = args.from_[0].parent if args.from_ else results_io.RESULTS_DIR
     if args.holdout and not args.from_:
         parser.error("--holdout judges the fit of earlier rows: give them with --from")
     if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
@@ -673,7 +678,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sgblas.dispatch import model
 
     args = parse_args(argv)
-    out_given = any(a == "--out" or a.startswith("--out=") for a in (sys.argv[1:] if argv is None else argv))
     cases = sweep.shard(calibration_cases(args.seed, args.random, args.skinny, args.pairs, max_dim=args.max_dim,
                                              small=args.small),
                         args.shard)
@@ -707,9 +711,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def finish(code: int) -> int:
         """Keep the rows (and the fit, when there is one) whatever happened to the fit."""
-        # A refit's rows are the files it read: its document goes beside the first of them, not
-        # among the results the docs cite, unless --out says where.
-        path = sweep.save_doc(doc, args.out if out_given or not args.from_ else args.from_[0].parent)
+        path = sweep.save_doc(doc, args.out)
         print(f"wrote {path}")
         return code
 

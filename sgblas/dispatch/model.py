@@ -248,21 +248,27 @@ def _reduce_spec() -> KernelSpec:
     return registry.by_name(_reduce.NAME)
 
 
-def _reduce_shape(m: int, n: int) -> tuple[int, float, float, float]:
-    """The reduction's ``(CTAs, bytes of one partial, bytes of C read and written, bytes of
-    one partial a CTA's loop walks)`` for an ``m`` x ``n`` C."""
+def _reduce_launch(cal: Calibration, props: DeviceProperties, m: int, n: int) -> tuple:
+    """What :func:`launch_seconds` takes for the reduction of an ``m`` x ``n`` C, per partial:
+    ``(rates, SMs, occupancy, CTAs, bytes of one partial, bytes of C read and written, bytes of
+    one partial a CTA's loop walks)``."""
+    red = _reduce_spec()
     n_ctas = _reduce.grid(m, n)[0]
     # Each thread sums its 4 rows' partials one load round after another, so a CTA's loop takes
     # as long as its whole share of groups would, however few of its threads the output fills.
     per_cta = 16.0 * _reduce.THREADS * -(-_reduce.groups(m, n) // (_reduce.THREADS * n_ctas))
-    return n_ctas, 4.0 * _reduce.padded_rows(m) * n, 8.0 * m * n, per_cta
+    return (cal.rates[red.name], props.sm_count, occupancy(red, props), n_ctas, 4.0 * _reduce.padded_rows(m) * n,
+            8.0 * m * n, per_cta)
+
+
+def _reduce_time(launch_s: float, launch: tuple, splits: int, flags: int) -> float:
+    r, sm_count, occ, n_ctas, partial_bytes, c_bytes, per_cta = launch
+    return launch_s + launch_seconds(r, sm_count, occ, n_ctas, 0.0, splits * partial_bytes, c_bytes, flags,
+                                     splits * per_cta)
 
 
 def _reduce_seconds(cal: Calibration, props: DeviceProperties, m: int, n: int, splits: int, flags: int) -> float:
-    red = _reduce_spec()
-    n_ctas, partial_bytes, c_bytes, per_cta = _reduce_shape(m, n)
-    return cal.launch_s + launch_seconds(cal.rates[red.name], props.sm_count, occupancy(red, props), n_ctas, 0.0,
-                                         splits * partial_bytes, c_bytes, flags, splits * per_cta)
+    return _reduce_time(cal.launch_s, _reduce_launch(cal, props, m, n), splits, flags)
 
 
 @functools.cache
@@ -361,13 +367,8 @@ class Floor:
         t = self.reduce.get(splits)
         if t is None:
             if self._reduce_launch is None:
-                red = _reduce_spec()
-                self._reduce_launch = (self.cal.rates[red.name], self.props.sm_count, occupancy(red, self.props),
-                                       *_reduce_shape(self.p.m, self.p.n))
-            r, sm_count, occ, n_ctas, partial_bytes, c_bytes, per_cta = self._reduce_launch
-            t = self.reduce[splits] = self.cal.launch_s + launch_seconds(r, sm_count, occ, n_ctas, 0.0,
-                                                                         splits * partial_bytes, c_bytes, self.flags,
-                                                                         splits * per_cta)
+                self._reduce_launch = _reduce_launch(self.cal, self.props, self.p.m, self.p.n)
+            t = self.reduce[splits] = _reduce_time(self.cal.launch_s, self._reduce_launch, splits, self.flags)
         return t
 
     def predict(self, c: Candidate,
