@@ -10,6 +10,7 @@ reference (the message names the seed).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from sgblas.testing import GemmCase as Case
 from sgblas.testing import column_major, stored_shape
 
 __all__ = ["Case", "column_major", "stored_shape", "REPO", "TESTS", "child_env", "PTX_NEEDS", "ptx_targets",
-           "start_ptx", "stop_ptx", "ptx", "pool_simulator"]
+           "start_ptx", "stop_ptx", "ptx", "find_ptxas", "plan_handle", "pool_simulator"]
 
 #: The checkout's root, and its tests folder.
 REPO: str = str(Path(__file__).resolve().parents[1])
@@ -46,6 +47,16 @@ def problem(cc=(9, 0), ta="N", tb="N", m=4096, n=4096, k=4096, lda=None, ldb=Non
     ldb = ldb if ldb is not None else (k if tb == "N" else n)
     ldc = ldc if ldc is not None else m
     return GemmProblem(cc, mode or MathMode.FP32, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+
+
+def plan_handle(**fields):
+    """What :func:`sgblas.dispatch.plan.execute` and ``make_plan`` read of a handle, as a namespace:
+    ``fields`` (properties, _kernels, _stream, _context, workspace_ptr, ...) and the handle's
+    workspace lock and order, fresh."""
+    import threading
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{"_ws_lock": threading.Lock(), "_ws_order": [None, 0], **fields})
 
 
 def child_env(*, drop: Iterable[str] = (), **variables: str) -> dict[str, str]:
@@ -286,6 +297,14 @@ def _skinny_targets() -> list[tuple[str, tuple[int, int]]]:
             (reduce.NAME, (9, 0))]
 
 
+def _lowk_targets() -> list[tuple[str, tuple[int, int]]]:
+    """The low-K generator's NT and TN rows: between them A read along m and along k, B along
+    k and along n."""
+    from sgblas.kernels import lowk
+
+    return [(c.name(), (9, 0)) for c in lowk.LOWK_MANIFEST if c.pair in (("N", "T"), ("T", "N"))]
+
+
 def _representative_targets() -> list[tuple[str, tuple[int, int]]]:
     """One variant of each kernel generator (variants of a generator share its builder's code):
     one that another static test reads already where the generator has one, else the one with
@@ -307,7 +326,8 @@ def _representative_targets() -> list[tuple[str, tuple[int, int]]]:
 
 #: The test modules that read PTX, in the order their tests run, with what they read.
 PTX_NEEDS = {"test_general": _general_targets, "test_ptx_static": _simt_targets,
-             "test_skinny": _skinny_targets, "test_public_api": _representative_targets}
+             "test_skinny": _skinny_targets, "test_lowk": _lowk_targets,
+             "test_public_api": _representative_targets}
 
 _PTX_SCRIPT = r"""
 import os, sys, traceback
@@ -415,6 +435,19 @@ def ptx(name: str, cc: tuple[int, int], timeout: float = 1800) -> str:
             raise AssertionError(f"no PTX of {name} for sm_{cc[0]}{cc[1]} after {timeout} s")
         time.sleep(0.2)
     return done.read_text()
+
+
+def find_ptxas() -> str | None:
+    """A ptxas new enough for NVVM's PTX: the CUDA wheel's first, then PATH's."""
+    try:
+        import nvidia  # namespace package of NVIDIA's CUDA wheels
+
+        for base in nvidia.__path__:
+            for candidate in sorted(Path(base).glob("*/bin/ptxas")):
+                return str(candidate)
+    except ImportError:
+        pass
+    return shutil.which("ptxas")
 
 
 # ---------------------------------------------------------------------------------------------

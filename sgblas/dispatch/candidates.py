@@ -31,6 +31,7 @@ from typing import Iterator, NamedTuple, Sequence
 from sgblas.dispatch import waves
 from sgblas.kernels import skinny, splitk
 from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.sgemm_simt import TileConfig
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime.device import DeviceProperties
 
@@ -213,7 +214,8 @@ def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: Dev
             passed.append((spec.name, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}"))
             continue
         out.append(Candidate(spec))
-        if not rectangle and spec.role == "gemm" and not spec.backstop and spec.config is not None:
+        # Tail plans cut the SIMT generator's raster (groups of group_m tile rows).
+        if not rectangle and spec.role == "gemm" and isinstance(spec.config, TileConfig):
             n_slots = slots(spec, props)
             tail = waves.tail_of(p.m, p.n, spec.tile[0], spec.tile[1], spec.config.group_m, n_slots)
             # The cut falls back to a column of its group; the rest must still be less than a wave.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sgblas.runtime.keys import ModuleCode
 
-__all__ = ["module_code", "SIMT_CALLS", "SKINNY_CALLS"]
+__all__ = ["module_code", "SIMT_CALLS", "SKINNY_CALLS", "LOWK_CALLS"]
 
 
 def module_code(name: str, *functions: str) -> ModuleCode:
@@ -20,3 +20,5 @@ def module_code(name: str, *functions: str) -> ModuleCode:
 SIMT_CALLS = (module_code("memory"), module_code("sgemm_simt", "_namespace"))
 #: The same for the skinny generator's text.
 SKINNY_CALLS = (module_code("memory"), module_code("skinny_jit", "_namespace"))
+#: The same for the low-K generator's text.
+LOWK_CALLS = (module_code("memory"), module_code("lowk_jit", "_namespace"))

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sgblas.enums import MathMode
-from sgblas.kernels import abi, general, scale, sgemm_simt
+from sgblas.kernels import abi, general, lowk, scale, sgemm_simt
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.sgemm_simt import TileConfig
-from sgblas.kernels.sources import SIMT_CALLS, module_code
+from sgblas.kernels.sources import LOWK_CALLS, SIMT_CALLS, module_code
 from sgblas.runtime.abi import Abi
 from sgblas.runtime.device import GRID_WAIT_MIN_CC
 
@@ -334,3 +334,26 @@ _append(*_splitk.rows(KernelSpec, SIMT_MANIFEST))
 # Issue 14: the packed rows and the copy kernel they launch (sgblas/kernels/packed.py).
 from sgblas.kernels import packed as _packed  # noqa: E402 - as the split rows above
 _append(*_packed.rows(KernelSpec, SIMT_MANIFEST))
+
+
+def _lowk_spec(cfg: lowk.LowKConfig) -> KernelSpec:
+    """The row of one low-K config (sgblas/kernels/lowk.py, issue 43)."""
+    cfg.check()
+    name = cfg.name()
+
+    def builder(after_grid: bool) -> Callable:
+        from sgblas.kernels import lowk_jit
+
+        return lowk_jit.build_pyfunc(cfg, name, after_grid)
+
+    return KernelSpec(
+        name=name, role="gemm", abi=abi.GEMM, pair=cfg.pair, align=cfg.align, tile=cfg.tile,
+        stages=cfg.STAGES, block=(cfg.THREADS, 1, 1), launch_bounds=cfg.launch_bounds,
+        # nothing in it needs sm_80, but it was built and measured on sm_90 only; below sm_80 the
+        # general kernel runs low-K products, as before
+        min_cc=(8, 0), grid=lambda m, n, k: lowk.grid_for(cfg, m, n), builder=builder,
+        sources=lambda after_grid: (lowk.generate_source(cfg, name, after_grid),) + LOWK_CALLS,
+        guard=lambda p: lowk.guard(cfg, p), blocks_per_sm=cfg.min_blocks, config=cfg)
+
+
+_append(tuple(_lowk_spec(cfg) for cfg in lowk.LOWK_MANIFEST), ())

@@ -19,7 +19,6 @@ beta == 0 start from a C full of NaN.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import zlib
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from helpers import PTX_NEEDS
+from helpers import PTX_NEEDS, find_ptxas
 from helpers import ptx as ptx_of
 from sgblas.enums import MathMode
 from sgblas.kernels import general
@@ -260,22 +259,10 @@ def test_ptx_is_strict_fp32_simt_without_local_memory(sm90_ptx):
         assert not re.search(r"^\s*call", ptx, re.MULTILINE), pair
 
 
-def _find_ptxas() -> str | None:
-    """A ptxas new enough for NVVM's PTX: the CUDA wheel's first, then PATH's."""
-    try:
-        import nvidia  # namespace package of NVIDIA's CUDA wheels
-
-        for base in nvidia.__path__:
-            for candidate in Path(base).glob("*/bin/ptxas"):
-                return str(candidate)
-    except ImportError:
-        pass
-    return shutil.which("ptxas")
-
 
 @pytest.mark.ptx
 def test_sass_has_no_spills_and_fits_two_blocks_per_sm(sm90_ptx, tmp_path):
-    ptxas = _find_ptxas()
+    ptxas = find_ptxas()
     if ptxas is None:
         pytest.skip("no ptxas installed (the nvidia-cuda-nvcc wheel provides one)")
     max_regs = 65536 // (general.LAUNCH_BOUNDS[0] * general.LAUNCH_BOUNDS[1])

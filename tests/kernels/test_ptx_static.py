@@ -34,7 +34,6 @@ The memory intrinsics (8- and 4-byte forms too) are checked on a small probe ker
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PTX_NEEDS, assert_waits_for_the_grid_first, child_env
+from helpers import PTX_NEEDS, assert_waits_for_the_grid_first, child_env, find_ptxas
 from helpers import ptx as ptx_of
 
 CCS = ((9, 0), (8, 0))
@@ -198,18 +197,6 @@ def test_memory_intrinsics_emit_their_instructions():
     assert len(re.findall(r"cp\.async\.ca\.shared\.global \[[^\]]+\], \[[^\]]+\], 4, %r", ptx)) >= 21, ptx
 
 
-def _find_ptxas() -> str | None:
-    """A ptxas new enough for NVVM's PTX: the CUDA wheel's first, then PATH's."""
-    try:
-        import nvidia  # namespace package of NVIDIA's CUDA wheels
-
-        for base in nvidia.__path__:
-            for candidate in sorted(Path(base).glob("*/bin/ptxas")):
-                return str(candidate)
-    except ImportError:
-        pass
-    return shutil.which("ptxas")
-
 
 def _sass_counts(sass: str) -> tuple[Counter, Counter]:
     """(whole-kernel opcode counts, counts in the loop with the most FFMAs: the K loop)."""
@@ -233,7 +220,7 @@ def _sass_counts(sass: str) -> tuple[Counter, Counter]:
 @pytest.mark.ptx
 @pytest.mark.parametrize("name", TARGETS[(9, 0)])
 def test_sm90_sass_no_spills_and_ffma_bound_loop(ptx_by_cc, name, tmp_path):
-    ptxas = _find_ptxas()
+    ptxas = find_ptxas()
     cuobjdump = ptxas and str(Path(ptxas).with_name("cuobjdump"))
     if ptxas is None:
         pytest.skip("no ptxas installed (the nvidia-cuda-nvcc wheel provides one)")
