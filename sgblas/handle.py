@@ -184,17 +184,24 @@ class Handle:
 
     A handle may be shared between threads: a call reads the handle's stream once, and
     :meth:`set_stream` replaces it atomically; calls issued concurrently on one stream are
-    ordered by that stream. Closing a handle while another thread calls on it is the caller's
+    ordered by that stream, and calls that use the workspace are ordered across streams too
+    (:func:`sgblas.dispatch.plan.execute`). Closing a handle while another thread calls on it is the caller's
     race to avoid (the call returns NOT_INITIALIZED or completes).
     """
 
     __slots__ = ("device", "math_mode", "cc", "properties", "_stream", "_context", "_kernels", "_plans",
-                 "_workspace", "_closed", "__weakref__")
+                 "_workspace", "_closed", "_ws_lock", "_ws_order", "__weakref__")
 
     def __init__(self, device: int | None = None, stream: Any = None,
                  math_mode: MathMode = MathMode.FP32, workspace_bytes: int | None = None) -> None:
         self._closed = True
         self._workspace = (0, 0, None)
+        # A plan that uses the workspace enqueues its launches under this lock, so that another
+        # thread's launches on the same stream cannot fall between them; _ws_order is [the raw
+        # stream of the last such plan (None: none yet), the event that orders a later one on
+        # another stream behind it (0 until first needed)].
+        self._ws_lock = threading.Lock()
+        self._ws_order: list = [None, 0]
         device = _device_ordinal(device)
         if not isinstance(math_mode, MathMode):
             raise InvalidValueError(f"math_mode={math_mode!r} is not a sgblas.MathMode")
@@ -304,6 +311,10 @@ class Handle:
         self._workspace = (0, 0, None)
         if ptr and keep is None:
             self._free(ptr)
+        event, self._ws_order[1] = self._ws_order[1], 0
+        if event:
+            with driver.made_current(self._context):
+                driver.event_destroy(event)
 
     def __del__(self) -> None:
         try:

@@ -84,6 +84,8 @@ def test_capture_and_replay_with_the_driver_api(driver, mode):
     stream, other = _stream(driver), _stream(driver)
     cuda.synchronize()
     befores = [case.C.copy() for case, *_ in problems]
+    # The handle stays open while the graph replays: a captured split-K or packed plan writes the
+    # handle's workspace (docs/api.md, the handle's workspace_bytes).
     with sgblas.Handle(stream=stream) as h:
         _ok(driver, driver.cuStreamBeginCapture(stream, getattr(driver.CUstreamCaptureMode, mode)))
         try:
@@ -91,28 +93,28 @@ def test_capture_and_replay_with_the_driver_api(driver, mode):
             capturing = _ok(driver, driver.cuStreamIsCapturing(stream))
         finally:
             graph = _ok(driver, driver.cuStreamEndCapture(stream))
-    assert statuses == [Status.SUCCESS] * 3, sgblas.last_error_message()
-    assert capturing == driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
-    _ok(driver, driver.cuStreamSynchronize(stream))
-    for (case, *_), before in zip(problems, befores):
-        np.testing.assert_array_equal(case.dC.copy_to_host(), before, err_msg="capture ran the kernel")
-    graph_exec = _ok(driver, driver.cuGraphInstantiate(graph, 0))
-    try:
-        for replay in range(3):
-            if replay:
-                for case, *_ in problems:
-                    _refill(case, rng)
-            befores = [case.C.copy() for case, *_ in problems]
-            on = stream if replay % 2 == 0 else other  # a graph may be replayed on any stream
-            _ok(driver, driver.cuGraphLaunch(graph_exec, on))
-            _ok(driver, driver.cuStreamSynchronize(on))
-            for (case, alpha, beta, k), before in zip(problems, befores):
-                _check(case, alpha, beta, k, before)
-    finally:
-        driver.cuGraphExecDestroy(graph_exec)
-        driver.cuGraphDestroy(graph)
-        driver.cuStreamDestroy(stream)
-        driver.cuStreamDestroy(other)
+        assert statuses == [Status.SUCCESS] * 3, sgblas.last_error_message()
+        assert capturing == driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+        _ok(driver, driver.cuStreamSynchronize(stream))
+        for (case, *_), before in zip(problems, befores):
+            np.testing.assert_array_equal(case.dC.copy_to_host(), before, err_msg="capture ran the kernel")
+        graph_exec = _ok(driver, driver.cuGraphInstantiate(graph, 0))
+        try:
+            for replay in range(3):
+                if replay:
+                    for case, *_ in problems:
+                        _refill(case, rng)
+                befores = [case.C.copy() for case, *_ in problems]
+                on = stream if replay % 2 == 0 else other  # a graph may be replayed on any stream
+                _ok(driver, driver.cuGraphLaunch(graph_exec, on))
+                _ok(driver, driver.cuStreamSynchronize(on))
+                for (case, alpha, beta, k), before in zip(problems, befores):
+                    _check(case, alpha, beta, k, before)
+        finally:
+            driver.cuGraphExecDestroy(graph_exec)
+            driver.cuGraphDestroy(graph)
+            driver.cuStreamDestroy(stream)
+            driver.cuStreamDestroy(other)
 
 
 def test_captured_calls_keep_their_stream_order(driver):
@@ -134,15 +136,15 @@ def test_captured_calls_keep_their_stream_order(driver):
             s2 = sgblas.sgemm(h, "N", "N", m, p, n, 1.0, dD, m, dF, n, 0.0, dE, m)
         finally:
             graph = _ok(driver, driver.cuStreamEndCapture(stream))
-    assert (s1, s2) == (Status.SUCCESS, Status.SUCCESS)
-    graph_exec = _ok(driver, driver.cuGraphInstantiate(graph, 0))
-    try:
-        _ok(driver, driver.cuGraphLaunch(graph_exec, stream))
-        _ok(driver, driver.cuStreamSynchronize(stream))
-    finally:
-        driver.cuGraphExecDestroy(graph_exec)
-        driver.cuGraphDestroy(graph)
-        driver.cuStreamDestroy(stream)
+        assert (s1, s2) == (Status.SUCCESS, Status.SUCCESS)
+        graph_exec = _ok(driver, driver.cuGraphInstantiate(graph, 0))
+        try:
+            _ok(driver, driver.cuGraphLaunch(graph_exec, stream))  # the handle's workspace is still there
+            _ok(driver, driver.cuStreamSynchronize(stream))
+        finally:
+            driver.cuGraphExecDestroy(graph_exec)
+            driver.cuGraphDestroy(graph)
+            driver.cuStreamDestroy(stream)
     d_ref = a.reshape(k, m).T.astype(np.float64) @ b.reshape(n, k).T.astype(np.float64)
     e_ref = d_ref @ f.reshape(p, n).T.astype(np.float64)
     got = dE.copy_to_host().reshape(p, m).T
@@ -169,22 +171,22 @@ def test_capture_and_replay_with_cupy():
             status = sgblas.sgemm(h, "N", "N", m, n, k, 0.5, a, lda, b, ldb, 1.0, c, ldc)
         finally:
             graph = stream.end_capture()
-    assert status == Status.SUCCESS, sgblas.last_error_message()
-    stream.synchronize()
-    np.testing.assert_array_equal(cp.asnumpy(c), host[2], err_msg="capture ran the kernel")
-    from sgblas.testing import as_matrix, compare, reference_values as reference_gemm
-
-    for replay in range(3):
-        if replay:
-            host = [rng.standard_normal(x.size).astype(np.float32) for x in host]
-            with stream:
-                for dev, x in zip((a, b, c), host):
-                    dev.set(x)
-        graph.launch(stream)
+        assert status == Status.SUCCESS, sgblas.last_error_message()
         stream.synchronize()
-        ref, scale = reference_gemm("N", "N", m, n, k, 0.5, host[0], lda, host[1], ldb, 1.0, host[2], ldc)
-        ok, ratio, where = compare(as_matrix(cp.asnumpy(c), m, n, ldc), ref, scale, k)
-        assert ok, f"replay {replay}: {ratio:.3g}x tolerance at {where}"
+        np.testing.assert_array_equal(cp.asnumpy(c), host[2], err_msg="capture ran the kernel")
+        from sgblas.testing import as_matrix, compare, reference_values as reference_gemm
+
+        for replay in range(3):
+            if replay:
+                host = [rng.standard_normal(x.size).astype(np.float32) for x in host]
+                with stream:
+                    for dev, x in zip((a, b, c), host):
+                        dev.set(x)
+            graph.launch(stream)
+            stream.synchronize()
+            ref, scale = reference_gemm("N", "N", m, n, k, 0.5, host[0], lda, host[1], ldb, 1.0, host[2], ldc)
+            ok, ratio, where = compare(as_matrix(cp.asnumpy(c), m, n, ldc), ref, scale, k)
+            assert ok, f"replay {replay}: {ratio:.3g}x tolerance at {where}"
 
 
 def test_capture_and_replay_with_torch():

@@ -109,7 +109,8 @@ class Plan(NamedTuple):
     and its first element's place in C (the offset depends on ldc, which the memo keys mod 4). ``after``: every
     launch of the plan goes with programmatic stream serialization, so that its CTAs are placed
     as the kernel ahead of it in the stream finishes (the device's kernels wait for that grid
-    themselves: :data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`).
+    themselves: :data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`). ``workspace``: some launch of
+    the plan (or of a rectangle's) writes the handle's workspace.
     """
 
     role: str
@@ -126,6 +127,7 @@ class Plan(NamedTuple):
     pack: LoadedKernel | None = None
     copies: tuple = ()
     tail: tuple = ()
+    workspace: bool = False
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
@@ -410,8 +412,8 @@ def _remember(plans: dict, key: tuple, plan: Plan) -> None:
 def _with_tail(handle: Any, plan: Plan, ctas: int, subs: Any, ta: str, tb: str, k: int, lda: int, ldb: int,
                c_ptr: int, ldc: int) -> Plan:
     """``plan`` over its first ``ctas`` CTAs, then each ``(rectangle, Choice)`` of ``subs``."""
-    return plan._replace(grid=(ctas, 1, 1), tail=tuple(
-        _tail_part(handle, sub, rect, ta, tb, k, lda, ldb, c_ptr, ldc) for rect, sub in subs))
+    tail = tuple(_tail_part(handle, sub, rect, ta, tb, k, lda, ldb, c_ptr, ldc) for rect, sub in subs)
+    return plan._replace(grid=(ctas, 1, 1), tail=tail, workspace=plan.workspace or any(t[0].workspace for t in tail))
 
 
 def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int, k: int,
@@ -423,7 +425,7 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
         copies = tuple((rows, cols, ldd, _pack.grid(rows, cols))
                        for rows, cols, ldd in _packed.copies(spec.pair, m, n, k))
         return Plan(spec.role, spec, kernel, spec.grid(m, n, k), after=after,
-                    pack=handle._kernels[_pack.NAME], copies=copies)
+                    pack=handle._kernels[_pack.NAME], copies=copies, workspace=True)
     if split is None:
         return Plan(spec.role, spec, kernel, spec.grid(m, n, k), after=after)
     grid = _split_grid(spec, m, n, split.splits)
@@ -432,7 +434,7 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
     red = registry.by_name(_reduce.NAME)
     c_vec = int(c_ptr % 16 == 0 and ldc % 4 == 0)
     return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, _reduce.padded_rows(m),
-                handle._kernels[red.name], red.grid(m, n, k), c_vec, after)
+                handle._kernels[red.name], red.grid(m, n, k), c_vec, after, workspace=True)
 
 
 def _tail_part(handle: Any, sub: Choice, rect: tuple[int, int, int, int], ta: str, tb: str, k: int,
@@ -459,49 +461,80 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
     :meth:`Handle.set_stream` checked is the handle's; on a default stream it runs in the
     calling thread's current context, so the handle's is pushed for the launch when another is
     current, and popped after.
+
+    A plan that writes the handle's workspace enqueues all its launches under the handle's lock
+    (another thread's launches on the same stream cannot fall between its partials and their
+    reduction), and when the last such plan went to another stream, this stream first waits for
+    that one's work (an event), so that two calls through one handle on two streams never use
+    the workspace at once. Not while either stream is being captured into a graph: a capture
+    cannot wait on work outside it, and a graph's replays are ordered by whoever launches them.
     """
-    _, raw_stream, stream = handle._stream
+    handle_stream = handle._stream
+    raw_stream = handle_stream[1]
     pushed = False
     if raw_stream <= 2 and handle._context and _device.current_context_handle() != handle._context:
         _device.push_context(handle._context)
         pushed = True
-    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail = plan
     try:
-        if role == "gemm":
-            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          beta, c_ptr, c_extent, ldc), after)
-            # A tail plan: the rectangles of C the whole waves leave, each the sub-problem over
-            # its part of the same arrays (disjoint parts of C; the split ones share the
-            # workspace, one after another on the stream).
-            for sub, rows, cols, a_off, b_off, row0, col0 in tail:
-                c_off = row0 + col0 * ldc
-                # The context is the handle's already: the nested call pushes nothing.
-                execute(handle, sub, rows, cols, k, alpha, a_ptr + 4 * a_off, a_extent - a_off, lda,
-                        b_ptr + 4 * b_off, b_extent - b_off, ldb, beta, c_ptr + 4 * c_off, c_extent - c_off, ldc)
-        elif role == "packed":
-            # A's and B's copies into the workspace, then the GEMM from them: the same stream orders
-            # the three, and the copies of the next call on this handle come after this GEMM.
-            (ra, ca, la, ga), (rb, cb, lb, gb) = copies
-            wa = handle.workspace_ptr
-            wb = wa + 4 * la * ca
-            launch(pack, ga, stream, (ra, ca, a_ptr, a_extent, lda, wa, la * ca, la), after)
-            launch(pack, gb, stream, (rb, cb, b_ptr, b_extent, ldb, wb, lb * cb, lb), after)
-            launch(kernel, grid, stream, (m, n, k, alpha, wa, la * ca, la, wb, lb * cb, lb,
-                                          beta, c_ptr, c_extent, ldc), after)
-        elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
-            launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
-        elif splits == 1:  # a skinny kernel writing C itself
-            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          beta, c_ptr, c_extent, ldc, k_chunk), after)
-        else:
-            # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
-            # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
-            ws_ptr = handle.workspace_ptr
-            ws_extent = splits * ldw * n
-            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
-            launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
-                                                 c_ptr, c_extent, ldc, c_vec), after)
+        if not plan.workspace:
+            _enqueue(handle, handle_stream[2], plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                     beta, c_ptr, c_extent, ldc)
+            return
+        with handle._ws_lock:
+            order = handle._ws_order
+            last = order[0]
+            if last is not None and last != raw_stream and handle._context \
+                    and not _device.stream_capturing(last) and not _device.stream_capturing(raw_stream):
+                if not order[1]:
+                    with _device.made_current(handle._context):
+                        order[1] = _device.event_create()
+                _device.event_record(order[1], last)
+                _device.stream_wait_event(raw_stream, order[1])
+            _enqueue(handle, handle_stream[2], plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                     beta, c_ptr, c_extent, ldc)
+            order[0] = raw_stream
     finally:
         if pushed:
             _device.pop_context()
+
+
+def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr: int, a_extent: int,
+             lda: int, b_ptr: int, b_extent: int, ldb: int, beta: float, c_ptr: int, c_extent: int,
+             ldc: int) -> None:
+    """The launches of ``plan`` on ``stream`` (the handle's launch argument), a tail plan's
+    rectangles after its whole waves."""
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail, _ = plan
+    if role == "gemm":
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      beta, c_ptr, c_extent, ldc), after)
+        # A tail plan: the rectangles of C the whole waves leave, each the sub-problem over
+        # its part of the same arrays (disjoint parts of C; the split ones share the
+        # workspace, one after another on the stream).
+        for sub, rows, cols, a_off, b_off, row0, col0 in tail:
+            c_off = row0 + col0 * ldc
+            _enqueue(handle, stream, sub, rows, cols, k, alpha, a_ptr + 4 * a_off, a_extent - a_off, lda,
+                     b_ptr + 4 * b_off, b_extent - b_off, ldb, beta, c_ptr + 4 * c_off, c_extent - c_off, ldc)
+    elif role == "packed":
+        # A's and B's copies into the workspace, then the GEMM from them: the same stream orders
+        # the three, and the copies of the next call on this handle come after this GEMM.
+        (ra, ca, la, ga), (rb, cb, lb, gb) = copies
+        wa = handle.workspace_ptr
+        wb = wa + 4 * la * ca
+        launch(pack, ga, stream, (ra, ca, a_ptr, a_extent, lda, wa, la * ca, la), after)
+        launch(pack, gb, stream, (rb, cb, b_ptr, b_extent, ldb, wb, lb * cb, lb), after)
+        launch(kernel, grid, stream, (m, n, k, alpha, wa, la * ca, la, wb, lb * cb, lb,
+                                      beta, c_ptr, c_extent, ldc), after)
+    elif role == "scale":  # k == 0 or alpha == 0, A and B untouched
+        launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
+    elif splits == 1:  # a skinny kernel writing C itself
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      beta, c_ptr, c_extent, ldc, k_chunk), after)
+    else:
+        # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
+        # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
+        ws_ptr = handle.workspace_ptr
+        ws_extent = splits * ldw * n
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
+        launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
+                                             c_ptr, c_extent, ldc, c_vec), after)

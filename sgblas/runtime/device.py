@@ -36,6 +36,11 @@ __all__ = [
     "pointer_device",
     "push_context",
     "pop_context",
+    "stream_capturing",
+    "made_current",
+    "event_create",
+    "event_record",
+    "stream_wait_event",
 ]
 
 #: True when Numba's CUDA simulator is active (read once, at import, as Numba does).
@@ -200,3 +205,10 @@ def pointer_device(ptr: int) -> int | None:
 
 push_context = _driver.push_context
 pop_context = _driver.pop_context
+#: What a call that uses a handle's workspace needs to order itself behind the last such call
+#: on another stream (:func:`sgblas.dispatch.plan.execute`).
+stream_capturing = _driver.stream_capturing
+made_current = _driver.made_current
+event_create = _driver.event_create
+event_record = _driver.event_record
+stream_wait_event = _driver.stream_wait_event

@@ -37,6 +37,10 @@ __all__ = [
     "context_device",
     "stream_context",
     "stream_capturing",
+    "event_create",
+    "event_record",
+    "stream_wait_event",
+    "event_destroy",
     "push_context",
     "made_current",
     "pop_context",
@@ -124,6 +128,10 @@ def _bind(lib) -> None:
         "cuKernelGetFunction": [_PP, _P],
         "cuMemAlloc_v2": [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t],
         "cuMemFree_v2": [ctypes.c_uint64],
+        "cuEventCreate": [_PP, ctypes.c_uint],
+        "cuEventRecord": [_P, _P],
+        "cuStreamWaitEvent": [_P, _P, ctypes.c_uint],
+        "cuEventDestroy_v2": [_P],
         "cuLaunchKernel": [_P] + [ctypes.c_uint] * 7 + [_P] * 3,
         "cuDriverGetVersion": [_INT_P],
         "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
@@ -279,6 +287,31 @@ def stream_capturing(stream: int) -> bool:
     status = ctypes.c_int()
     _check("cuStreamIsCapturing", _lib().cuStreamIsCapturing(stream, ctypes.byref(status)))
     return status.value != 0
+
+
+#: cuEventCreate's CU_EVENT_DISABLE_TIMING: an event that only orders work records faster.
+_EVENT_DISABLE_TIMING = 0x2
+
+
+def event_create() -> int:
+    """A ``CUevent`` (no timing) in the current context."""
+    ev = ctypes.c_void_p()
+    _check("cuEventCreate", _lib().cuEventCreate(ctypes.byref(ev), _EVENT_DISABLE_TIMING))
+    return ev.value or 0
+
+
+def event_record(event: int, stream: int) -> None:
+    """``cuEventRecord``: ``event`` completes when the work enqueued on ``stream`` so far does."""
+    _check("cuEventRecord", _lib().cuEventRecord(event, stream))
+
+
+def stream_wait_event(stream: int, event: int) -> None:
+    """``cuStreamWaitEvent``: work enqueued on ``stream`` from now on waits for ``event``."""
+    _check("cuStreamWaitEvent", _lib().cuStreamWaitEvent(stream, event, 0))
+
+
+def event_destroy(event: int) -> None:
+    _check("cuEventDestroy", _lib().cuEventDestroy_v2(event))
 
 
 def push_context(context: int) -> None:

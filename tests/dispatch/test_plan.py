@@ -10,6 +10,9 @@ changes no test here.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import pytest
 
 from sgblas.dispatch import candidates as cand
@@ -18,7 +21,7 @@ from sgblas.enums import MathMode
 from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SCALE_KERNEL, by_name
 from sgblas.runtime.device import DeviceProperties
 
-from helpers import ALIGNED, H200_PROPS, WORKSPACE, problem
+from helpers import ALIGNED, H200_PROPS, WORKSPACE, plan_handle, problem
 
 H200 = (9, 0)
 TURING = (7, 5)
@@ -209,15 +212,13 @@ def test_every_launch_of_a_plan_goes_behind_the_kernel_ahead_where_the_device_al
     """On sm_90 with a CUDA 12.3+ driver every kernel of a plan (one launch, or the partials'
     kernel and the reduction) is launched with programmatic stream serialization; elsewhere
     plainly. The kernels' sm_90 builds wait for the grid ahead themselves."""
-    from types import SimpleNamespace
-
     from sgblas.dispatch import plan as plans
     from sgblas.kernels import reduce
 
     props = H200_PROPS._replace(programmatic_launch=programmatic)
     kernels = {s.name: f"loaded {s.name}" for s in REGISTRY}
-    h = SimpleNamespace(properties=props, _kernels=kernels, _stream=(None, 0, None), _context=0,
-                        workspace_ptr=ALIGNED + 2**34)
+    h = plan_handle(properties=props, _kernels=kernels, _stream=(None, 0, None), _context=0,
+                    workspace_ptr=ALIGNED + 2**34)
     launched = []
     monkeypatch.setattr(plans, "launch", lambda kernel, grid, stream, args, after=False:
                         launched.append(("after" if after else "plain", kernel)))
@@ -237,3 +238,51 @@ def test_every_launch_of_a_plan_goes_behind_the_kernel_ahead_where_the_device_al
     for shape in ((128, 8192, 8192), (4096, 4096, 4096)):
         note = choose(problem(m=shape[0], n=shape[1], k=shape[2]), props, WORKSPACE).note
         assert (LAUNCH_NOTE in note) is programmatic and note.endswith(LAUNCH_NOTE) is programmatic, note
+
+
+def test_a_plan_that_uses_the_workspace_waits_for_the_last_one_on_another_stream(monkeypatch):
+    """Two calls through one handle on two streams must not use the workspace at once: a split
+    plan on a new stream waits (an event) for the last workspace plan's stream; on the same
+    stream, or for a plan that uses no workspace, nothing is added; nor while a stream is being
+    captured (a capture cannot wait on work outside it). Its launches are enqueued under the
+    handle's lock, so another thread's cannot fall between the partials and their reduction."""
+    from sgblas.dispatch import plan as plans
+    from sgblas.runtime import device
+
+    kernels = {s.name: f"loaded {s.name}" for s in REGISTRY}
+    lock = threading.Lock()
+    h = plan_handle(properties=H200_PROPS, _kernels=kernels, _stream=(None, 0x10, "s10"), _context=0xC0,
+                    workspace_ptr=ALIGNED + 2**34, _ws_lock=lock)
+    log = []
+    capturing = set()
+    monkeypatch.setattr(plans, "launch", lambda kernel, grid, stream, args, after=False:
+                        log.append(("launch", stream, kernel, lock.locked())))
+    monkeypatch.setattr(device, "event_record", lambda ev, stream: log.append(("record", ev, stream)))
+    monkeypatch.setattr(device, "stream_wait_event", lambda stream, ev: log.append(("wait", stream, ev)))
+    monkeypatch.setattr(device, "stream_capturing", lambda stream: stream in capturing)
+    monkeypatch.setattr(device, "current_context_handle", lambda: 0xC0)
+    monkeypatch.setattr(device, "made_current", lambda ctx: contextlib.nullcontext(log.append(("current", ctx))))
+    monkeypatch.setattr(device, "event_create", lambda: log.append(("create",)) or 0xE0)
+    split = next(s for s in GEMM_KERNELS if s.role == "splitk")
+    tile = next(s for s in GEMM_KERNELS if s.role == "gemm")
+    split_plan = plans.make_plan(h, split, cand.Split(4, 1024), 128, 8192, 4096, ALIGNED, 128)
+    tile_plan = plans.make_plan(h, tile, None, 128, 8192, 4096, ALIGNED, 128)
+    assert split_plan.workspace and not tile_plan.workspace
+
+    def call(plan, raw):
+        h._stream = (None, raw, f"s{raw:x}")
+        log.clear()
+        plans.execute(h, plan, 128, 8192, 4096, 1.0, ALIGNED, 1, 128, ALIGNED, 1, 4096, 0.0, ALIGNED, 1, 128)
+        return [entry[0] for entry in log]
+
+    assert call(split_plan, 0x10) == ["launch", "launch"]  # the first: nothing to wait for
+    assert all(entry[3] for entry in log)  # both launched under the lock
+    assert call(split_plan, 0x10) == ["launch", "launch"]  # same stream: its order suffices
+    assert call(tile_plan, 0x20) == ["launch"] and not log[0][3]  # no workspace: no lock, no wait
+    # another stream: the event (made once, in the handle's context) orders it behind the last
+    assert call(split_plan, 0x20) == ["current", "create", "record", "wait", "launch", "launch"]
+    assert log[2:4] == [("record", 0xE0, 0x10), ("wait", 0x20, 0xE0)]
+    assert call(split_plan, 0x10) == ["record", "wait", "launch", "launch"]
+    capturing.add(0x10)
+    assert call(split_plan, 0x10) == ["launch", "launch"]  # into a capture: no wait on outside work
+    assert h._ws_order[0] == 0x10 and not lock.locked()

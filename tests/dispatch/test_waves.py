@@ -6,6 +6,7 @@ caller's alignment class). Host logic only; the tail plans run under the simulat
 from __future__ import annotations
 
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -136,6 +137,7 @@ class _Handle:  # what plan_for and plan_named read of a handle
 
     def __init__(self):
         self._plans: dict = {}
+        self._ws_lock, self._ws_order = threading.Lock(), [None, 0]
 
 
 @pytest.mark.parametrize("pair", ["NN", "NT", "TN", "TT"])

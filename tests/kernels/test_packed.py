@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 import zlib
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from numba import cuda
 
+from helpers import plan_handle
 import sgblas
 import sgblas.handle
 from sgblas import Status
@@ -268,7 +268,7 @@ def test_the_plan_copies_a_then_b_then_multiplies_from_the_workspace(programmati
     props = H200._replace(programmatic_launch=programmatic)
     kernels = {s.name: f"loaded {s.name}" for s in REGISTRY}
     ws = BASE + 2**36
-    h = SimpleNamespace(properties=props, _kernels=kernels, _stream=(None, 0, None), _context=0, workspace_ptr=ws)
+    h = plan_handle(properties=props, _kernels=kernels, _stream=(None, 0, None), _context=0, workspace_ptr=ws)
     launched = []
     monkeypatch.setattr(plans, "launch", lambda kernel, grid, stream, args, after=False:
                         launched.append((kernel, grid, args, after)))
