@@ -45,6 +45,7 @@ from sgblas.kernels import spec as registry
 from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime import device as _device
+from sgblas.runtime.driver import DriverError
 from sgblas.runtime.launch import LoadedKernel, launch
 
 __all__ = ["Plan", "Choice", "choose", "plan_for", "plan_named", "pinned_split", "find_candidate", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
@@ -483,19 +484,30 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
         with handle._ws_lock:
             order = handle._ws_order
             last = order[0]
-            if last is not None and last != raw_stream and handle._context \
-                    and not _device.stream_capturing(last) and not _device.stream_capturing(raw_stream):
-                if not order[1]:
-                    with _device.made_current(handle._context):
-                        order[1] = _device.event_create()
-                _device.event_record(order[1], last)
-                _device.stream_wait_event(raw_stream, order[1])
+            if last is not None and last != raw_stream and handle._context:
+                _wait_for_stream(handle, order, last, raw_stream)
             _enqueue(handle, handle_stream[2], plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                      beta, c_ptr, c_extent, ldc)
             order[0] = raw_stream
     finally:
         if pushed:
             _device.pop_context()
+
+
+def _wait_for_stream(handle: Any, order: list, last: int, raw_stream: int) -> None:
+    """Make ``raw_stream`` wait for the work enqueued so far on ``last`` (an event recorded there),
+    unless either is being captured. A stream the caller has destroyed since (the driver refuses
+    it) is not waited for: its work still runs to its end, and a call must not fail for it."""
+    try:
+        if _device.stream_capturing(last) or _device.stream_capturing(raw_stream):
+            return
+        if not order[1]:
+            with _device.made_current(handle._context):
+                order[1] = _device.event_create()
+        _device.event_record(order[1], last)
+    except DriverError:
+        return
+    _device.stream_wait_event(raw_stream, order[1])
 
 
 def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr: int, a_extent: int,

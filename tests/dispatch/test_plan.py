@@ -19,6 +19,7 @@ from sgblas.dispatch import candidates as cand
 from sgblas.dispatch.plan import choose
 from sgblas.enums import MathMode
 from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY, SCALE_KERNEL, by_name
+from sgblas.runtime.driver import DriverError
 from sgblas.runtime.device import DeviceProperties
 
 from helpers import ALIGNED, H200_PROPS, WORKSPACE, plan_handle, problem
@@ -286,3 +287,10 @@ def test_a_plan_that_uses_the_workspace_waits_for_the_last_one_on_another_stream
     capturing.add(0x10)
     assert call(split_plan, 0x10) == ["launch", "launch"]  # into a capture: no wait on outside work
     assert h._ws_order[0] == 0x10 and not lock.locked()
+    capturing.clear()
+
+    def destroyed(ev, stream):
+        raise DriverError("cuEventRecord", 400)
+
+    monkeypatch.setattr(device, "event_record", destroyed)  # the last stream is gone: no wait, no failure
+    assert call(split_plan, 0x30) == ["launch", "launch"] and h._ws_order[0] == 0x30
