@@ -100,6 +100,28 @@ def test_shape_classes(case):
     _check(*case)
 
 
+@pytest.mark.parametrize("kw", [dict(ahead=2, min_blocks=3), dict(R=1, ahead=3, min_blocks=5), dict(R=1, BN=64)],
+                         ids=["ahead2", "r1-ahead3", "r1-bn64"])
+def test_generator_parameters_beyond_the_manifest(kw):
+    """Deeper prefetch of A (the ring of steps in registers), one row a thread and 64 columns:
+    right at M, N and K tails and at k past the ring's depth, so a row added with them is too."""
+    import dataclasses
+
+    from sgblas.kernels import lowk_jit
+
+    for pair, (m, n, k) in ((("N", "N"), (CFG.THREADS + 3, 37, 14)), (("T", "T"), (70, 70, 3))):
+        cfg = dataclasses.replace(CFG, transa=pair[0], transb=pair[1], **kw)
+        seed = zlib.crc32(repr(("lowk-gen", kw, pair)).encode())
+        ops = make_operands(np.random.default_rng(seed), *pair, m, n, k, (1, 0, 2), nan_c=False)
+        ref = reference_gemm(*pair, m, n, k, -1.5, ops.A, ops.lda, ops.B, ops.ldb, 0.5, ops.C, ops.ldc)
+        kernel = cuda.jit(lowk_jit.build_pyfunc(cfg, cfg.name(), False))
+        d_c = cuda.to_device(ops.C)
+        kernel[lowk.grid_for(cfg, m, n), (cfg.THREADS, 1, 1)](
+            np.int32(m), np.int32(n), np.int32(k), np.float32(-1.5), cuda.to_device(ops.A), np.int32(ops.lda),
+            cuda.to_device(ops.B), np.int32(ops.ldb), np.float32(0.5), d_c, np.int32(ops.ldc))
+        assert_gemm_close(d_c.copy_to_host(), ref, seed=seed, label=f"{kw} {pair} m={m} n={n} k={k}")
+
+
 # Real sizes (GPU only)
 
 GPU_SHAPES = [
