@@ -46,6 +46,9 @@ class LowKConfig:
     KMAX: int = 64      # the longest K held in shared memory (a multiple of 4)
     min_blocks: int = 4  # launch bound: resident CTAs per SM (caps the registers)
     ahead: int = 1      # steps of op(A) in flight in registers beyond the one being multiplied
+    group_m: int = 0    # 0: N tiles fastest; G: G M tiles fastest, then the next N tile (CTAs
+    #                     next to each other in M run together, so the sectors of C they share
+    #                     at an unaligned boundary meet in L2)
     transa: str = "N"
     transb: str = "N"
 
@@ -126,8 +129,20 @@ def generate_source(cfg: LowKConfig, fname: str, after_grid: bool, simulator: bo
     w("    tid = uint32(cuda.threadIdx.x)")
     w(f"    n_tiles = uint32((un + uint32({BN - 1})) // uint32({BN}))")
     w("    bid = uint32(cuda.blockIdx.x)")
-    w("    mt = uint32(bid // n_tiles)")
-    w(f"    n0 = uint32((bid - mt * n_tiles) * uint32({BN}))")
+    if cfg.group_m:
+        G = cfg.group_m
+        w(f"    m_tiles = uint32((um + uint32({cfg.BM - 1})) // uint32({cfg.BM}))")
+        w(f"    per = uint32(n_tiles * uint32({G}))")
+        w("    grp = uint32(bid // per)")
+        w(f"    rows = uint32(m_tiles - grp * uint32({G}))")
+        w(f"    rows = rows if rows < uint32({G}) else uint32({G})")
+        w("    local = uint32(bid - grp * per)")
+        w("    nt = uint32(local // rows)")
+        w(f"    mt = uint32(grp * uint32({G}) + (local - nt * rows))")
+        w(f"    n0 = uint32(nt * uint32({BN}))")
+    else:
+        w("    mt = uint32(bid // n_tiles)")
+        w(f"    n0 = uint32((bid - mt * n_tiles) * uint32({BN}))")
     w(f"    m0 = uint32(mt * uint32({cfg.BM}))")
     w("    last = uint32(um - uint32(1))")
     for r in range(R):

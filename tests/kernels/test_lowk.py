@@ -100,16 +100,17 @@ def test_shape_classes(case):
     _check(*case)
 
 
-@pytest.mark.parametrize("kw", [dict(ahead=2, min_blocks=3), dict(R=1, ahead=3, min_blocks=5), dict(R=1, BN=64)],
-                         ids=["ahead2", "r1-ahead3", "r1-bn64"])
+@pytest.mark.parametrize("kw", [dict(ahead=2, min_blocks=3), dict(R=1, ahead=3, min_blocks=5), dict(R=1, BN=64),
+                                dict(R=1, group_m=2)], ids=["ahead2", "r1-ahead3", "r1-bn64", "r1-group2"])
 def test_generator_parameters_beyond_the_manifest(kw):
-    """Deeper prefetch of A (the ring of steps in registers), one row a thread and 64 columns:
-    right at M, N and K tails and at k past the ring's depth, so a row added with them is too."""
+    """Deeper prefetch of A (the ring of steps in registers), one row a thread, 64 columns, and
+    M tiles walked in groups (3 M tiles in groups of 2: the last group short): right at M, N and
+    K tails and at k past the ring's depth, so a row added with them is too."""
     import dataclasses
 
     from sgblas.kernels import lowk_jit
 
-    for pair, (m, n, k) in ((("N", "N"), (CFG.THREADS + 3, 37, 14)), (("T", "T"), (70, 70, 3))):
+    for pair, (m, n, k) in ((("N", "N"), (2 * CFG.THREADS + 3, 37, 14)), (("T", "T"), (70, 70, 3))):
         cfg = dataclasses.replace(CFG, transa=pair[0], transb=pair[1], **kw)
         seed = zlib.crc32(repr(("lowk-gen", kw, pair)).encode())
         ops = make_operands(np.random.default_rng(seed), *pair, m, n, k, (1, 0, 2), nan_c=False)
