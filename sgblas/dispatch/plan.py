@@ -31,6 +31,7 @@ it different streams) without ordering those streams, which is the caller's race
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, NamedTuple
 
 from sgblas.dispatch import candidates as _cand
@@ -483,28 +484,57 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
             return
         with handle._ws_lock:
             order = handle._ws_order
+            # The per-thread default stream is a different stream in each thread: keyed by thread.
+            key = (raw_stream, threading.get_ident()) if raw_stream == _PER_THREAD_STREAM else raw_stream
             last = order[0]
-            if last is not None and last != raw_stream and handle._context:
+            if last is not None and last != key and handle._context:
                 _wait_for_stream(handle, order, last, raw_stream)
             _enqueue(handle, handle_stream[2], plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                      beta, c_ptr, c_extent, ldc)
-            order[0] = raw_stream
+            if key != raw_stream and handle._context:
+                # No other thread can name this thread's stream, so its work is marked now.
+                _mark(handle, order, raw_stream)
+            order[0] = key
     finally:
         if pushed:
             _device.pop_context()
 
 
-def _wait_for_stream(handle: Any, order: list, last: int, raw_stream: int) -> None:
-    """Make ``raw_stream`` wait for the work enqueued so far on ``last`` (an event recorded there),
-    unless either is being captured. A stream the caller has destroyed since (the driver refuses
-    it) is not waited for: its work still runs to its end, and a call must not fail for it."""
+#: ``CU_STREAM_PER_THREAD``: the calling thread's default stream, whichever thread that is.
+_PER_THREAD_STREAM = 2
+
+
+def _event(handle: Any, order: list) -> int:
+    if not order[1]:
+        with _device.made_current(handle._context):
+            order[1] = _device.event_create()
+    return order[1]
+
+
+def _mark(handle: Any, order: list, raw_stream: int) -> None:
+    """Record the handle's event on ``raw_stream`` (this thread's own stream) after a call."""
     try:
-        if _device.stream_capturing(last) or _device.stream_capturing(raw_stream):
+        if not _device.stream_capturing(raw_stream):
+            _device.event_record(_event(handle, order), raw_stream)
+    except DriverError:
+        pass
+
+
+def _wait_for_stream(handle: Any, order: list, last: Any, raw_stream: int) -> None:
+    """Make ``raw_stream`` wait for the work enqueued so far on ``last`` (an event recorded there,
+    or, for another thread's default stream, recorded after that call), unless either is being
+    captured. A stream the caller has destroyed since (the driver refuses it) is not waited for:
+    its work still runs to its end, and a call must not fail for it."""
+    try:
+        if _device.stream_capturing(raw_stream):
             return
-        if not order[1]:
-            with _device.made_current(handle._context):
-                order[1] = _device.event_create()
-        _device.event_record(order[1], last)
+        if isinstance(last, tuple):  # another thread's default stream: marked after its call
+            if not order[1]:
+                return
+        else:
+            if _device.stream_capturing(last):
+                return
+            _device.event_record(_event(handle, order), last)
     except DriverError:
         return
     _device.stream_wait_event(raw_stream, order[1])

@@ -294,3 +294,19 @@ def test_a_plan_that_uses_the_workspace_waits_for_the_last_one_on_another_stream
 
     monkeypatch.setattr(device, "event_record", destroyed)  # the last stream is gone: no wait, no failure
     assert call(split_plan, 0x30) == ["launch", "launch"] and h._ws_order[0] == 0x30
+    monkeypatch.setattr(device, "event_record", lambda ev, stream: log.append(("record", ev, stream)))
+
+    # The per-thread default stream (2) is another stream in each thread: a call on it is marked
+    # after its launches (no other thread could record on it), and a later call elsewhere, or on
+    # another thread's default stream, waits for that mark.
+    def in_thread(fn):
+        out = []
+        worker = threading.Thread(target=lambda: out.append(fn()))
+        worker.start()
+        worker.join()
+        return out[0]
+
+    assert call(split_plan, 2)[-3:] == ["launch", "launch", "record"]  # after 0x30: a record there first
+    assert log[-1] == ("record", 0xE0, 2)
+    assert in_thread(lambda: call(split_plan, 2)) == ["wait", "launch", "launch", "record"]
+    assert call(split_plan, 0x30) == ["wait", "launch", "launch"]  # no record on another thread's stream
