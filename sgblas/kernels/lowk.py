@@ -74,8 +74,11 @@ class LowKConfig:
         return (self.THREADS, self.min_blocks)
 
     def name(self) -> str:
+        """``sgemm_lowk_<pair>_<BM>x<BN>x<KSTEP>[p<ahead>][g<group_m>]_1s_a4``: the tile, then the
+        parameters that differ from the default (steps of A in flight, the M-tile groups)."""
+        extra = (f"p{self.ahead}" if self.ahead != 1 else "") + (f"g{self.group_m}" if self.group_m else "")
         return (f"sgemm_lowk_{self.transa}{self.transb}".lower()
-                + f"_{self.BM}x{self.BN}x{self.KSTEP}_{self.STAGES}s_a{self.align}")
+                + f"_{self.BM}x{self.BN}x{self.KSTEP}{extra}_{self.STAGES}s_a{self.align}")
 
     def check(self) -> None:
         assert self.THREADS % 32 == 0 and self.R >= 1, "whole warps, at least one row a thread"
@@ -93,7 +96,8 @@ LOWK_MANIFEST: tuple[LowKConfig, ...] = _pairs()
 
 
 def grid_for(cfg: LowKConfig, m: int, n: int) -> tuple[int, int, int]:
-    """One CTA per BM x BN tile of C, N tiles fastest, as a 1-D grid."""
+    """One CTA per BM x BN tile of C, as a 1-D grid (the kernel numbers the tiles: N fastest, or
+    in groups of ``group_m`` M tiles)."""
     return (-(-m // cfg.BM) * -(-n // cfg.BN), 1, 1)
 
 

@@ -70,6 +70,14 @@ def test_grid_numbers_every_tile_once():
     assert lowk.grid_for(CFG, CFG.BM + 1, 2 * CFG.BN + 1) == (6, 1, 1)
 
 
+def test_names_carry_the_parameters_that_differ_from_the_default():
+    import dataclasses
+
+    assert CFG.name() == "sgemm_lowk_nn_256x32x4_1s_a4"
+    assert dataclasses.replace(CFG, ahead=3, group_m=8).name() == "sgemm_lowk_nn_256x32x4p3g8_1s_a4"
+    assert dataclasses.replace(CFG, R=1, transa="T").name() == "sgemm_lowk_tn_128x32x4_1s_a4"
+
+
 def test_generated_text_reads_c_only_when_beta_is_nonzero():
     src = lowk.generate_source(CFG, CFG.name(), after_grid=False, simulator=True)
     assert "if read_c:" in src and "grid_dependency_wait" not in src
