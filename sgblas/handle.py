@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sgblas.dispatch.plan import memo_for
+from sgblas.dispatch.plan import WorkspaceOrder, memo_for
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
 from sgblas.kernels.spec import REGISTRY
@@ -190,18 +190,13 @@ class Handle:
     """
 
     __slots__ = ("device", "math_mode", "cc", "properties", "_stream", "_context", "_kernels", "_plans",
-                 "_workspace", "_closed", "_ws_lock", "_ws_order", "__weakref__")
+                 "_workspace", "_closed", "_ws_order", "__weakref__")
 
     def __init__(self, device: int | None = None, stream: Any = None,
                  math_mode: MathMode = MathMode.FP32, workspace_bytes: int | None = None) -> None:
         self._closed = True
         self._workspace = (0, 0, None)
-        # A plan that uses the workspace enqueues its launches under this lock, so that another
-        # thread's launches on the same stream cannot fall between them; _ws_order is [the raw
-        # stream of the last such plan (None: none yet), the event that orders a later one on
-        # another stream behind it (0 until first needed)].
-        self._ws_lock = threading.Lock()
-        self._ws_order: list = [None, 0]
+        self._ws_order = WorkspaceOrder()
         device = _device_ordinal(device)
         if not isinstance(math_mode, MathMode):
             raise InvalidValueError(f"math_mode={math_mode!r} is not a sgblas.MathMode")
@@ -311,7 +306,7 @@ class Handle:
         self._workspace = (0, 0, None)
         if ptr and keep is None:
             self._free(ptr)
-        event, self._ws_order[1] = self._ws_order[1], 0
+        event, self._ws_order.event = self._ws_order.event, 0
         if event:
             with driver.made_current(self._context):
                 driver.event_destroy(event)

@@ -52,11 +52,12 @@ def problem(cc=(9, 0), ta="N", tb="N", m=4096, n=4096, k=4096, lda=None, ldb=Non
 def plan_handle(**fields):
     """What :func:`sgblas.dispatch.plan.execute` and ``make_plan`` read of a handle, as a namespace:
     ``fields`` (properties, _kernels, _stream, _context, workspace_ptr, ...) and the handle's
-    workspace lock and order, fresh."""
-    import threading
+    workspace order, fresh."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(**{"_ws_lock": threading.Lock(), "_ws_order": [None, 0], **fields})
+    from sgblas.dispatch.plan import WorkspaceOrder
+
+    return SimpleNamespace(_ws_order=WorkspaceOrder(), **fields)
 
 
 def child_env(*, drop: Iterable[str] = (), **variables: str) -> dict[str, str]:

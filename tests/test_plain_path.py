@@ -18,7 +18,7 @@ import sys
 import textwrap
 
 CHILD = textwrap.dedent(r'''
-    import os, random, sys, threading
+    import os, random, sys
     import numpy as np
     from cuda.bindings import driver as cb
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
@@ -28,6 +28,7 @@ CHILD = textwrap.dedent(r'''
     from sgblas import api
     from sgblas.runtime import device, driver
     from sgblas.enums import MathMode, Status
+    from sgblas.dispatch.plan import WorkspaceOrder
     from sgblas.handle import Handle
     from sgblas.kernels.abi import GEMM
     from sgblas.kernels.spec import REGISTRY
@@ -62,7 +63,7 @@ CHILD = textwrap.dedent(r'''
                   for i, spec in enumerate(REGISTRY)}
     h.properties = DeviceProperties(132, 2048, 32, 65536, 233472)
     h._plans, h._workspace = {}, (0, 0, None)
-    h._ws_lock, h._ws_order = threading.Lock(), [None, 0]
+    h._ws_order = WorkspaceOrder()
     h._stream = (None, 0x777, driver.as_pointer(0x777))
 
     def array(nbytes_base, shape, order="F", dtype=np.float32, offset_bytes=0):

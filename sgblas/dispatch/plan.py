@@ -49,7 +49,7 @@ from sgblas.runtime import device as _device
 from sgblas.runtime.driver import DriverError
 from sgblas.runtime.launch import LoadedKernel, launch
 
-__all__ = ["Plan", "Choice", "choose", "plan_for", "plan_named", "pinned_split", "find_candidate", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
+__all__ = ["Plan", "Choice", "WorkspaceOrder", "choose", "plan_for", "plan_named", "pinned_split", "find_candidate", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
 
 #: ``logging.getLogger("sgblas")``: DEBUG when a handle meets a shape class for the first time,
 #: with the variant chosen for it. Every later call of that class runs the same plan, so this
@@ -482,19 +482,18 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
             _enqueue(handle, handle_stream[2], plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                      beta, c_ptr, c_extent, ldc)
             return
-        with handle._ws_lock:
-            order = handle._ws_order
+        order = handle._ws_order
+        with order.lock:
             # The per-thread default stream is a different stream in each thread: keyed by thread.
             key = (raw_stream, threading.get_ident()) if raw_stream == _PER_THREAD_STREAM else raw_stream
-            last = order[0]
-            if last is not None and last != key and handle._context:
-                _wait_for_stream(handle, order, last, raw_stream)
+            if order.last is not None and order.last != key and handle._context:
+                _wait_for_stream(handle, order, raw_stream)
             _enqueue(handle, handle_stream[2], plan, m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                      beta, c_ptr, c_extent, ldc)
             if key != raw_stream and handle._context:
                 # No other thread can name this thread's stream, so its work is marked now.
                 _mark(handle, order, raw_stream)
-            order[0] = key
+            order.last = key
     finally:
         if pushed:
             _device.pop_context()
@@ -504,14 +503,28 @@ def execute(handle: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr
 _PER_THREAD_STREAM = 2
 
 
-def _event(handle: Any, order: list) -> int:
-    if not order[1]:
+class WorkspaceOrder:
+    """How a handle orders the calls that use its workspace (:func:`execute`): the lock their
+    launches are enqueued under, the stream of the last one (None: none yet; the per-thread
+    default stream as ``(2, thread)``), and the event that orders a later one on another stream
+    behind it (0 until first needed)."""
+
+    __slots__ = ("lock", "last", "event")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last: Any = None
+        self.event = 0
+
+
+def _event(handle: Any, order: WorkspaceOrder) -> int:
+    if not order.event:
         with _device.made_current(handle._context):
-            order[1] = _device.event_create()
-    return order[1]
+            order.event = _device.event_create()
+    return order.event
 
 
-def _mark(handle: Any, order: list, raw_stream: int) -> None:
+def _mark(handle: Any, order: WorkspaceOrder, raw_stream: int) -> None:
     """Record the handle's event on ``raw_stream`` (this thread's own stream) after a call."""
     try:
         if not _device.stream_capturing(raw_stream):
@@ -520,16 +533,17 @@ def _mark(handle: Any, order: list, raw_stream: int) -> None:
         pass
 
 
-def _wait_for_stream(handle: Any, order: list, last: Any, raw_stream: int) -> None:
-    """Make ``raw_stream`` wait for the work enqueued so far on ``last`` (an event recorded there,
-    or, for another thread's default stream, recorded after that call), unless either is being
-    captured. A stream the caller has destroyed since (the driver refuses it) is not waited for:
-    its work still runs to its end, and a call must not fail for it."""
+def _wait_for_stream(handle: Any, order: WorkspaceOrder, raw_stream: int) -> None:
+    """Make ``raw_stream`` wait for the work enqueued so far on ``order.last`` (an event recorded
+    there, or, for another thread's default stream, recorded after that call), unless either is
+    being captured. A stream the caller has destroyed since (the driver refuses it) is not waited
+    for: its work still runs to its end, and a call must not fail for it."""
+    last = order.last
     try:
         if _device.stream_capturing(raw_stream):
             return
         if isinstance(last, tuple):  # another thread's default stream: marked after its call
-            if not order[1]:
+            if not order.event:
                 return
         else:
             if _device.stream_capturing(last):
@@ -537,7 +551,7 @@ def _wait_for_stream(handle: Any, order: list, last: Any, raw_stream: int) -> No
             _device.event_record(_event(handle, order), last)
     except DriverError:
         return
-    _device.stream_wait_event(raw_stream, order[1])
+    _device.stream_wait_event(raw_stream, order.event)
 
 
 def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha: float, a_ptr: int, a_extent: int,

@@ -251,9 +251,9 @@ def test_a_plan_that_uses_the_workspace_waits_for_the_last_one_on_another_stream
     from sgblas.runtime import device
 
     kernels = {s.name: f"loaded {s.name}" for s in REGISTRY}
-    lock = threading.Lock()
     h = plan_handle(properties=H200_PROPS, _kernels=kernels, _stream=(None, 0x10, "s10"), _context=0xC0,
-                    workspace_ptr=ALIGNED + 2**34, _ws_lock=lock)
+                    workspace_ptr=ALIGNED + 2**34)
+    lock = h._ws_order.lock
     log = []
     capturing = set()
     monkeypatch.setattr(plans, "launch", lambda kernel, grid, stream, args, after=False:
@@ -286,14 +286,14 @@ def test_a_plan_that_uses_the_workspace_waits_for_the_last_one_on_another_stream
     assert call(split_plan, 0x10) == ["record", "wait", "launch", "launch"]
     capturing.add(0x10)
     assert call(split_plan, 0x10) == ["launch", "launch"]  # into a capture: no wait on outside work
-    assert h._ws_order[0] == 0x10 and not lock.locked()
+    assert h._ws_order.last == 0x10 and not lock.locked()
     capturing.clear()
 
     def destroyed(ev, stream):
         raise DriverError("cuEventRecord", 400)
 
     monkeypatch.setattr(device, "event_record", destroyed)  # the last stream is gone: no wait, no failure
-    assert call(split_plan, 0x30) == ["launch", "launch"] and h._ws_order[0] == 0x30
+    assert call(split_plan, 0x30) == ["launch", "launch"] and h._ws_order.last == 0x30
     monkeypatch.setattr(device, "event_record", lambda ev, stream: log.append(("record", ev, stream)))
 
     # The per-thread default stream (2) is another stream in each thread: a call on it is marked

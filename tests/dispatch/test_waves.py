@@ -6,14 +6,13 @@ caller's alignment class). Host logic only; the tail plans run under the simulat
 from __future__ import annotations
 
 import random
-import threading
 
 import numpy as np
 import pytest
 
 from sgblas.dispatch import candidates as cand
 from sgblas.dispatch import waves
-from sgblas.dispatch.plan import choose
+from sgblas.dispatch.plan import WorkspaceOrder, choose
 from sgblas.enums import MathMode
 from sgblas.kernels import sgemm_simt
 from sgblas.kernels.spec import GEMM_KERNELS, REGISTRY
@@ -137,7 +136,7 @@ class _Handle:  # what plan_for and plan_named read of a handle
 
     def __init__(self):
         self._plans: dict = {}
-        self._ws_lock, self._ws_order = threading.Lock(), [None, 0]
+        self._ws_order = WorkspaceOrder()
 
 
 @pytest.mark.parametrize("pair", ["NN", "NT", "TN", "TT"])
