@@ -22,7 +22,8 @@ from sgblas.testing import GemmCase as Case
 from sgblas.testing import column_major, stored_shape
 
 __all__ = ["Case", "column_major", "stored_shape", "REPO", "TESTS", "child_env", "PTX_NEEDS", "ptx_targets",
-           "start_ptx", "stop_ptx", "ptx", "find_ptxas", "plan_handle", "pool_simulator"]
+           "start_ptx", "stop_ptx", "ptx", "find_ptxas", "ptxas_report", "run_gemm", "plan_handle",
+           "pool_simulator"]
 
 #: The checkout's root, and its tests folder.
 REPO: str = str(Path(__file__).resolve().parents[1])
@@ -449,6 +450,34 @@ def find_ptxas() -> str | None:
     except ImportError:
         pass
     return shutil.which("ptxas")
+
+
+def ptxas_report(ptx: str, path: Path) -> str:
+    """ptxas's ``-v`` report of ``ptx`` for sm_90 (the cubin beside ``path``, a ``.ptx`` file
+    written there); skips the test when no ptxas is installed or it cannot assemble this PTX."""
+    import pytest
+
+    ptxas = find_ptxas()
+    if ptxas is None:
+        pytest.skip("no ptxas installed (the nvidia-cuda-nvcc wheel provides one)")
+    path.write_text(ptx)
+    proc = subprocess.run([ptxas, "-arch=sm_90", "-v", str(path), "-o", str(path.with_suffix(".cubin"))],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"{ptxas} cannot assemble this PTX: {proc.stderr.strip()[:300]}")
+    return proc.stderr
+
+
+def run_gemm(launch, m: int, n: int, k: int, alpha: float, ops, beta: float):
+    """``launch`` (a kernel of ABI GEMM, configured with its grid and block) on device copies of
+    ``ops`` (:func:`sgblas.testing.make_operands`); returns C's buffer."""
+    import numpy as np
+    from numba import cuda
+
+    d_c = cuda.to_device(ops.C)
+    launch(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), cuda.to_device(ops.A), np.int32(ops.lda),
+           cuda.to_device(ops.B), np.int32(ops.ldb), np.float32(beta), d_c, np.int32(ops.ldc))
+    return d_c.copy_to_host()
 
 
 # ---------------------------------------------------------------------------------------------

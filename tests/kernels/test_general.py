@@ -19,7 +19,6 @@ beta == 0 start from a C full of NaN.
 from __future__ import annotations
 
 import re
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from helpers import PTX_NEEDS, find_ptxas
+from helpers import PTX_NEEDS, ptxas_report, run_gemm
 from helpers import ptx as ptx_of
 from sgblas.enums import MathMode
 from sgblas.kernels import general
@@ -51,14 +50,8 @@ def _seed(*parts: object) -> int:
 def _run(transa: str, transb: str, m: int, n: int, k: int, alpha: float, beta: float,
          ops, grid: tuple[int, int, int] | None = None) -> np.ndarray:
     """Launch the general kernel on device copies of ``ops``; return C's buffer."""
-    d_a = cuda.to_device(ops.A)
-    d_b = cuda.to_device(ops.B)
-    d_c = cuda.to_device(ops.C)
     launch = dispatcher(SPECS[(transa, transb)])[grid or general.grid(m, n), general.BLOCK]
-    launch(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha),
-           d_a, np.int32(ops.lda), d_b, np.int32(ops.ldb),
-           np.float32(beta), d_c, np.int32(ops.ldc))
-    return d_c.copy_to_host()
+    return run_gemm(launch, m, n, k, alpha, ops, beta)
 
 
 def _check(transa: str, transb: str, m: int, n: int, k: int, alpha: float, beta: float,
@@ -262,18 +255,9 @@ def test_ptx_is_strict_fp32_simt_without_local_memory(sm90_ptx):
 
 @pytest.mark.ptx
 def test_sass_has_no_spills_and_fits_two_blocks_per_sm(sm90_ptx, tmp_path):
-    ptxas = find_ptxas()
-    if ptxas is None:
-        pytest.skip("no ptxas installed (the nvidia-cuda-nvcc wheel provides one)")
     max_regs = 65536 // (general.LAUNCH_BOUNDS[0] * general.LAUNCH_BOUNDS[1])
     for pair, ptx in sm90_ptx.items():
-        src = tmp_path / f"{pair}.ptx"
-        src.write_text(ptx)
-        proc = subprocess.run([ptxas, "-arch=sm_90", "-v", str(src), "-o", str(tmp_path / f"{pair}.cubin")],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"{ptxas} cannot assemble this PTX: {proc.stderr.strip()[:300]}")
-        report = proc.stderr
+        report = ptxas_report(ptx, tmp_path / f"{pair}.ptx")
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, (pair, report)
         regs = int(re.search(r"Used (\d+) registers", report).group(1))
         assert regs <= max_regs, (pair, regs)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PTX_NEEDS, assert_waits_for_the_grid_first, child_env, find_ptxas
+from helpers import PTX_NEEDS, assert_waits_for_the_grid_first, child_env, find_ptxas, ptxas_report
 from helpers import ptx as ptx_of
 
 CCS = ((9, 0), (8, 0))
@@ -220,22 +220,15 @@ def _sass_counts(sass: str) -> tuple[Counter, Counter]:
 @pytest.mark.ptx
 @pytest.mark.parametrize("name", TARGETS[(9, 0)])
 def test_sm90_sass_no_spills_and_ffma_bound_loop(ptx_by_cc, name, tmp_path):
-    ptxas = find_ptxas()
-    cuobjdump = ptxas and str(Path(ptxas).with_name("cuobjdump"))
-    if ptxas is None:
-        pytest.skip("no ptxas installed (the nvidia-cuda-nvcc wheel provides one)")
     ptx, info = ptx_by_cc[(name, (9, 0))]
-    src, cubin = tmp_path / f"{name}.ptx", tmp_path / f"{name}.cubin"
-    src.write_text(ptx)
-    proc = subprocess.run([ptxas, "-arch=sm_90", "-v", str(src), "-o", str(cubin)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"{ptxas} cannot assemble this PTX: {proc.stderr.strip()[:300]}")
-    report = proc.stderr
+    src = tmp_path / f"{name}.ptx"
+    report = ptxas_report(ptx, src)
+    cubin = src.with_suffix(".cubin")
+    cuobjdump = str(Path(find_ptxas()).with_name("cuobjdump"))
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report
     regs = int(re.search(r"Used (\d+) registers", report).group(1))
     assert regs <= 65536 // (info["threads"] * info["min_blocks"]), (name, regs)
-    if not (cuobjdump and Path(cuobjdump).exists()):
+    if not Path(cuobjdump).exists():
         pytest.skip("no cuobjdump beside ptxas")
     sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
                           check=True).stdout
