@@ -282,8 +282,10 @@ def _general_targets() -> list[tuple[str, tuple[int, int]]]:
             if s.name.startswith("sgemm_general_") and s.pair in (("N", "T"), ("T", "N"))]
 
 
-#: One SIMT variant per copy strategy (tests/kernels/test_ptx_static.py), the main one for sm_80 too.
-SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x128x16_2s_a8", "sgemm_simt_tt_128x64x16_2s_a4")
+#: One SIMT variant per copy strategy (tests/kernels/test_ptx_static.py), the main one for sm_80 too;
+#: and two with the 4 x 4 thread tile (the slice kernel is one that once kept a stack).
+SIMT_TARGETS = ("sgemm_simt_nn_128x128x16_2s_a16", "sgemm_simt_tn_128x128x16_2s_a8", "sgemm_simt_tt_128x64x16_2s_a4",
+                "sgemm_simt_tn_32x32x16t4x4_2s_a4", "sgemm_splitk_nn_32x64x16t4x4_2s_a4")
 
 
 def _simt_targets() -> list[tuple[str, tuple[int, int]]]:

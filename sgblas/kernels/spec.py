@@ -226,6 +226,19 @@ _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=
 #: k-major column and none with 8 (``kq=8``).
 _T6464 = dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=1, LANES_M=4, group_m=8, min_blocks=6)
 
+#: Four tiles with 4 x 4 thread tiles (issue 43): a K step costs a thread 256 FMAs instead of
+#: 1024, so a CTA with little K per tile finishes sooner, and the tiles fit narrow sides. 32x32x16
+#: (64 threads, 8 CTAs per SM) for small products, where one CTA's latency is most of the
+#: time; 32x64x16 and 64x32x16 (128 threads, 6 CTAs per SM) for one side of 17-32 beside a large
+#: one; 64x64x16 (256 threads, 3 CTAs per SM) for sides of 33-64 and beside them. 4-byte class
+#: only, so that every leading dimension and offset runs them, each with its slice kernel; 79-96
+#: registers and no spills under ptxas 13.0 (at 4 CTAs per SM the 64x64 tile spilled in NN and
+#: TN). The measurements that chose them are in docs/design.md, "Small and narrow tiles".
+_S3232 = dict(BM=32, BN=32, BK=16, WARPS_M=1, WARPS_N=2, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=8)
+_S3264 = dict(BM=32, BN=64, BK=16, WARPS_M=1, WARPS_N=4, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
+_S6432 = dict(BM=64, BN=32, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
+_S6464 = dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=3)
+
 #: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
 #: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
 #: tests follow from it. Every pair has both tiles in the 16- and 4-byte classes and the large
@@ -280,6 +293,8 @@ SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T6464, transa="N", transb="T", align=4),
     TileConfig(**_T6464, transa="T", transb="N", align=4, kq=8),
     TileConfig(**_T6464, transa="T", transb="T", align=4),
+    *(TileConfig(**tile, transa=a, transb=b, align=4)
+      for tile in (_S3232, _S3264, _S6432, _S6464) for a in "NT" for b in "NT"),
 )
 
 _PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))

@@ -66,7 +66,10 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     """
     wide = tuple(dataclasses.replace(cfg, split_k=True, **SLICE_CHANGES.get(_slice_key(cfg), {}))
                  for cfg in simt_manifest if cfg.align == 16)
-    return wide + tuple(dataclasses.replace(cfg, split_k=True) for cfg in simt_manifest if _narrow_slice(cfg))
+    # The 128x128 4-byte slices keep their rows' text; the 4 x 4 ones take their changes.
+    return wide + tuple(dataclasses.replace(cfg, split_k=True, **(SLICE_CHANGES.get(_slice_key(cfg), {})
+                                                                 if (cfg.TM, cfg.TN) == (4, 4) else {}))
+                        for cfg in simt_manifest if _narrow_slice(cfg))
 
 
 def _narrow_slice(cfg: TileConfig) -> bool:
@@ -77,9 +80,11 @@ def _narrow_slice(cfg: TileConfig) -> bool:
     leading dimensions, offset pointers) are the tail plans' most common case. They keep their
     row's FMA order and tile origins, which do not spill (rungs 25-30:
     docs/history/tuning-ladder-4-runs-j-to-l.md and
-    docs/history/tuning-ladder-5-runs-m-to-p.md); the 8-byte class runs on them too."""
-    return (cfg.align == 4 and (cfg.BM, cfg.BN) == (128, 128) and (cfg.TM, cfg.TN) == (8, 8)
-            and not cfg.kq)
+    docs/history/tuning-ladder-5-runs-m-to-p.md); the 8-byte class runs on them too. And every
+    row with the 4 x 4 thread tile: those tiles exist only in the 4-byte class, and narrow
+    products with a long K need their splits."""
+    return cfg.align == 4 and (((cfg.BM, cfg.BN) == (128, 128) and (cfg.TM, cfg.TN) == (8, 8) and not cfg.kq)
+                               or (cfg.TM, cfg.TN) == (4, 4))
 
 
 def _slice_key(cfg: TileConfig) -> tuple[str, int, int, int, int]:
@@ -98,6 +103,10 @@ SLICE_CHANGES: dict[tuple[str, int, int, int, int], dict[str, str]] = {
     ("TN", 128, 128, 8, 8): {"fma": "snake_t", "origin_view": "ab"},
     ("TT", 128, 128, 8, 8): {"k_view": "b"},
     ("NT", 128, 128, 8, 8): {"k_view": "b", "origin_view": ""},
+    # 4-byte class: NN's and TN's 32x64 slice kernels kept an 8-byte stack under the 80
+    # registers of 6 CTAs per SM (ptxas 13.0); their rows do not, and 5 CTAs give them 96.
+    ("NN", 32, 64, 4, 4): {"min_blocks": 5},
+    ("TN", 32, 64, 4, 4): {"min_blocks": 5},
 }
 
 

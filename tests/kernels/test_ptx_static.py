@@ -125,7 +125,8 @@ def ptx_by_cc() -> dict:
         spec = by_name(name)
         cfg = spec.config
         assert spec.launch_bounds == (cfg.THREADS, cfg.min_blocks), spec.launch_bounds
-        info = dict(BK=cfg.BK, threads=cfg.THREADS, min_blocks=cfg.min_blocks, align=cfg.align)
+        info = dict(BK=cfg.BK, threads=cfg.THREADS, min_blocks=cfg.min_blocks, align=cfg.align, fmas=cfg.TM * cfg.TN,
+                    fragments=(cfg.TM + cfg.TN) // 4)
         result[(name, cc)] = (ptx_of(name, cc), info)
     return result
 
@@ -170,10 +171,11 @@ def test_ptx_is_strict_fp32_simt_with_vector_memory(ptx_by_cc, name, cc):
     if copies:
         assert "cp.async.wait_all" in ptx and "cp.async.commit_group" in ptx, label
     # Three copies of the K step (full, the one copying the last slice, last), each BK k
-    # steps of 64 FMAs and 4 fragment loads: the unrolling NVVM alone would not do.
+    # steps of TM x TN FMAs and (TM + TN) / 4 fragment loads (64 and 4 for an 8 x 8 thread
+    # tile): the unrolling NVVM alone would not do.
     bk = info["BK"]
-    assert len(re.findall(r"\bfma\.rn\.f32", ptx)) >= 3 * bk * 64, label
-    assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) >= 3 * bk * 4, label
+    assert len(re.findall(r"\bfma\.rn\.f32", ptx)) >= 3 * bk * info["fmas"], label
+    assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) >= 3 * bk * info["fragments"], label
 
 
 def test_memory_intrinsics_emit_their_instructions():
@@ -240,5 +242,5 @@ def test_sm90_sass_no_spills_and_ffma_bound_loop(ptx_by_cc, name, tmp_path):
         assert wide and whole["STG.E.128"] > 0, whole
     else:
         assert not wide, (name, wide)
-    assert loop["FFMA"] == 64 * info["BK"], loop  # one K step per loop trip, fully unrolled
+    assert loop["FFMA"] == info["fmas"] * info["BK"], loop  # one K step per loop trip, fully unrolled
     assert loop["FFMA"] / sum(loop.values()) >= 0.85, loop

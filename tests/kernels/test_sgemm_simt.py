@@ -207,14 +207,19 @@ def _shape_cases(cases, shapes, alternate=True):
 
 def test_manifest_covers_every_pair_and_alignment_class():
     have = {(s.config.transa + s.config.transb, s.align, s.tile) for s in SIMT.values()}
-    tiles = {s.tile for s in SIMT.values()}
-    assert {(128, 128, 16), (128, 64, 16)} <= tiles, tiles
+    wide = {s.tile for s in SIMT.values() if (s.config.TM, s.config.TN) != (4, 4)}
+    small = {s.tile for s in SIMT.values() if (s.config.TM, s.config.TN) == (4, 4)}
+    assert {(128, 128, 16), (128, 64, 16)} <= wide, wide
+    assert {(32, 32, 16), (64, 64, 16)} <= small, small
     for pair in PAIRS:
         for align in ALIGNS:
             got = {t for p, a, t in have if (p, a) == (pair, align)}
             assert (128, 128, 16) in got, (pair, align, got)  # the large tile everywhere
             if align == 16:
-                assert got >= tiles, (pair, align, got)      # both tiles where aligned
+                assert got >= wide, (pair, align, got)       # every 8 x 8 tile where aligned
+        # the 4 x 4 thread tiles in the class every leading dimension and offset can run
+        assert {s.tile for s in SIMT.values() if s.pair == tuple(pair) and s.align == 4
+                and (s.config.TM, s.config.TN) == (4, 4)} == small, pair
     assert len(SIMT) == len(SIMT_MANIFEST)
 
 
@@ -654,6 +659,20 @@ THREAD_TILE_SHAPES = [(65, 63, 17), (1, 1, 1), (130, 70, 40)]
 def test_generator_thread_tiles(tile, pair, align, i, ab):
     cfg = TileConfig(**THREAD_TILES[tile], transa=pair[0], transb=pair[1], align=align)
     _check_shape(cfg, f"t{cfg.TM}x{cfg.TN}_{pair}_{align}", THREAD_TILE_SHAPES, i, ab)
+
+
+#: The shipped 4 x 4 thread-tile rows (4-byte class), each tile once with the pairs in turn: a
+#: grid of several CTAs with tails along m, n and k.
+SMALL_TILE_ROWS = [n for n in sorted(SIMT, key=lambda n: (SIMT[n].tile, n)) if "t4x4" in n]
+SMALL_TILE_CASES = [next(n for n in SMALL_TILE_ROWS if SIMT[n].tile == tile and SIMT[n].pair == tuple(PAIRS[i % 4]))
+                    for i, tile in enumerate(sorted({SIMT[n].tile for n in SMALL_TILE_ROWS}))]
+
+
+@simulator_only
+@pytest.mark.parametrize("name", SMALL_TILE_CASES, ids=_ids)
+def test_small_thread_tile_rows_on_the_simulator(name):
+    cfg = SIMT[name].config
+    _check_sim(cfg, name, 2 * cfg.BM + 5, cfg.BN + 3, 37, -1.5, 0.75, extra=2)
 
 
 def _staged(pair: str, which: int) -> TileConfig:

@@ -260,16 +260,19 @@ def test_the_registry_rows():
     want |= {"sgemm_splitk_nn_128x128x16t16x8_2s_a16", "sgemm_splitk_nt_128x128x16t16x8_2s_a16"}
     # The 4-byte class: each pair's 128x128 8 x 8 row, for the tail plans' rectangles.
     want |= {f"sgemm_splitk_{a}{b}_128x128x16_2s_a4".lower() for a, b in PAIRS}
-    assert names == want  # one per 16-byte row of the SIMT manifest, and four 4-byte ones
+    # And every 4 x 4 thread-tile row (4-byte class only), for narrow products with a long K.
+    want |= {f"sgemm_splitk_{a}{b}_{tile}x16t4x4_2s_a4".lower() for a, b in PAIRS
+             for tile in ("32x32", "32x64", "64x32", "64x64")}
+    assert names == want  # one per 16-byte row of the SIMT manifest, and 20 4-byte ones
     slices = splitk.split_manifest(SIMT_MANIFEST)
-    assert len(slices) == 18
-    # Each change names a 16-byte slice kernel, which takes it; the others are their rows but
-    # for split_k.
+    assert len(slices) == 34
+    # Each change names a slice kernel (a 16-byte one, or a 4 x 4 thread tile's), which takes
+    # it; the others are their rows but for split_k.
     keys = {(splitk._slice_key(c), c.align): c for c in slices}
-    assert {(key, 16) for key in splitk.SLICE_CHANGES} <= set(keys)
+    assert {(key, 4 if key[3:] == (4, 4) else 16) for key in splitk.SLICE_CHANGES} <= set(keys)
     for (key, align), cfg in keys.items():
         row = next(r for r in SIMT_MANIFEST if r.align == align and splitk._slice_key(r) == key and not r.kq)
-        changes = splitk.SLICE_CHANGES.get(key, {}) if align == 16 else {}
+        changes = splitk.SLICE_CHANGES.get(key, {}) if align == 16 or key[3:] == (4, 4) else {}
         assert cfg == dataclasses.replace(row, split_k=True, **changes)
     red = by_name(reduce.NAME)
     assert red in REGISTRY and red not in GEMM_KERNELS and red.role == "reduce"
