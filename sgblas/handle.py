@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from sgblas.dispatch.model import calibration_for
 from sgblas.dispatch.plan import WorkspaceOrder, memo_for
 from sgblas.enums import MathMode, Status
 from sgblas.errors import InvalidValueError, SgblasError
@@ -91,6 +92,10 @@ def _resident_kernels(device: int) -> dict:
 
         kernels = loader.loaded_kernels(device, REGISTRY)
         loader.make_resident(device)
+        # The cost model's rates for the device (its calibration read, the defaults and any
+        # rates carried over from a sibling device's entry worked out) are set-up too: a first
+        # call only looks them up.
+        calibration_for(cc, device_properties(device), warn=False)
     except Exception as exc:
         # Numba's compiler cannot target the device (numba.cuda.cudadrv.error), or the
         # driver finds no code for it in a cubin.

@@ -157,11 +157,45 @@ def _calibration(key: str, cc: tuple[int, int], props: DeviceProperties) -> Cali
     rates = dict(defaults)
     for name, values in entry["rates"].items():
         if name in rates:  # a row since removed from the registry is ignored
-            if len(values) != len(RATE_FIELDS):
-                raise ValueError(f"the calibration of {key} gives {name} {len(values)} rates; this sgblas reads "
-                                 f"{len(RATE_FIELDS)} ({', '.join(RATE_FIELDS)})")
-            rates[name] = Rates(*values)
-    return Calibration(key, float(entry["launch_s"]), rates, True, dict(entry.get("source", {})))
+            rates[name] = _rates(key, name, values)
+    source = dict(entry.get("source", {}))
+    moved = _transferred(key, entry, rates)
+    if moved:
+        source["transferred"] = moved
+    return Calibration(key, float(entry["launch_s"]), rates, True, source)
+
+
+def _rates(key: str, name: str, values: list) -> Rates:
+    if len(values) != len(RATE_FIELDS):
+        raise ValueError(f"the calibration of {key} gives {name} {len(values)} rates; this sgblas reads "
+                         f"{len(RATE_FIELDS)} ({', '.join(RATE_FIELDS)})")
+    return Rates(*values)
+
+
+def _transferred(key: str, entry: dict, rates: dict[str, Rates]) -> dict[str, str]:
+    """Fill in ``rates`` for the registry's variants that ``entry`` has no rates for, from the
+    entries of devices with the same compute capability and SM count that have them: each of
+    their rates times the median ratio of that rate between the two entries over the variants
+    both have. A row added and calibrated on one such device (an H100) so starts on the other
+    (an H200) from its measured behaviour, not from the defaults, until that device's own sweep
+    refits it. Returns ``{variant: the key it came from}``."""
+    family = key.rsplit("/", 1)[0] + "/"
+    moved: dict[str, str] = {}
+    for other, theirs in sorted(load_calibrations().items()):
+        if other == key or not other.startswith(family):
+            continue
+        missing = [n for n in theirs["rates"] if n in rates and n not in entry["rates"] and n not in moved]
+        shared = [n for n in theirs["rates"] if n in entry["rates"]]
+        if not missing or not shared:
+            continue
+        ratios = []
+        for i in range(len(RATE_FIELDS)):
+            r = sorted(entry["rates"][n][i] / theirs["rates"][n][i] for n in shared if theirs["rates"][n][i] > 0)
+            ratios.append(r[len(r) // 2] if r else 1.0)
+        for n in missing:
+            rates[n] = Rates(*(v * f for v, f in zip(_rates(other, n, theirs["rates"][n]), ratios)))
+            moved[n] = other
+    return moved
 
 
 _WARNED: set[str] = set()
@@ -340,10 +374,11 @@ class Floor:
     dispatcher prunes with when planning a call (a candidate whose bound is no better than the
     best prediction so far cannot be chosen)."""
 
-    def __init__(self, p: GemmProblem, props: DeviceProperties, cal: Calibration, cands: list) -> None:
+    def __init__(self, p: GemmProblem, props: DeviceProperties, cal: Calibration, specs: list[KernelSpec]) -> None:
+        """``specs``: the variants that may run ``p`` (a tail plan's rectangles choose among them)."""
         self.p, self.props, self.cal = p, props, cal
         self.flags = layout_flags(p)
-        self.fastest = max(cal.rates[c.spec.name].flops for c in cands)
+        self.fastest = max(cal.rates[s.name].flops for s in specs)
         self.reduce: dict[int, float] = {}
         self._reduce_launch: tuple | None = None
 
@@ -352,14 +387,50 @@ class Floor:
 
     def lower_bound(self, c: Candidate) -> float:
         """At most :func:`predict`'s time of ``c``: its work at its variant's full rate on every
-        SM, its launch gaps, and for a split its reduction (exact); for a tail plan, its whole
+        SM, its launch gaps and start, and for a split its reduction (exact); for a tail plan, its whole
         waves (exact) and each rectangle's work at the fastest variant's rate."""
         p, cal = self.p, self.cal
         if c.tail is not None:
             return predict(c, p, self.props, cal, no_rectangles, self.flags) + self.rectangles(c)
-        t = cal.launch_s + self._work(p.m, p.n, p.k, cal.rates[c.spec.name].flops)
+        p = self.p
+        role = c.spec.role
         s = c.split.splits if c.split is not None else 1
+        if s > 1 and role == "splitk":
+            out = 4.0 * s * _reduce.padded_rows(p.m) * p.n
+            return self._tile_bound(c.spec, c.split.k_chunk, out, False) + self.reduce_seconds(s)
+        if role in ("gemm", "packed"):
+            return self._tile_bound(c.spec, p.k, 4.0 * p.m * p.n, bool(self.flags & C_UNALIGNED))
+        t = self._launch_bound(c.spec)
         return t + self.reduce_seconds(s) if s > 1 else t
+
+    def _tile_bound(self, spec: KernelSpec, k_chunk: int, out_bytes: float, unaligned: bool) -> float:
+        """At most a tile kernel's launch of :func:`predict` (for a packed variant, the launch
+        after its copies): its gap and start, then the largest of the work at the full rate
+        (plus a round's ``cta_s``), one CTA streaming its K (or slice) at ``cta_bandwidth`` (the
+        busiest SM runs at least one round) and the output's bytes at ``c_bandwidth``. The
+        layout factors enter only where they are below 1."""
+        p, cal = self.p, self.cal
+        r = cal.rates[spec.name]
+        bm, bn, _ = spec.tile
+        slow = r.slow_ld if self.flags & SLOW_LD and r.slow_ld < 1.0 else 1.0
+        compute = (r.cta_s + self._work(p.m, p.n, p.k, r.flops)) * slow
+        streamed = 4.0 * (bm + bn) * k_chunk / r.cta_bandwidth * slow
+        out = out_bytes / r.c_bandwidth * (r.c_unaligned if unaligned and r.c_unaligned < 1.0 else 1.0)
+        body = compute if compute > streamed else streamed
+        return cal.launch_s + r.start_s + (body if body > out else out)
+
+    def variant_bound(self, spec: KernelSpec) -> float:
+        """At most :meth:`lower_bound` of every candidate of ``spec``, whatever its split: a
+        split-K variant writes at least two partials, and the reduction's time grows with them."""
+        t = self._launch_bound(spec)
+        return t + self.reduce_seconds(2) if spec.role == "splitk" else t
+
+    def _launch_bound(self, spec: KernelSpec) -> float:
+        """At most the time of ``spec``'s launch for the whole problem: the launch gap, its start,
+        one round's ``cta_s`` and the work at the variant's full rate on every SM."""
+        p, cal = self.p, self.cal
+        r = cal.rates[spec.name]
+        return cal.launch_s + r.start_s + r.cta_s + self._work(p.m, p.n, p.k, r.flops)
 
     def reduce_seconds(self, splits: int) -> float:
         """The reduction's predicted time for ``splits`` partials of this problem (each count

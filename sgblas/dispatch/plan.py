@@ -174,32 +174,59 @@ def _of_pair(pair: tuple[str, str]) -> tuple[KernelSpec, ...]:
     return kept[1]
 
 
+#: The roles whose candidates are splits of K (a skinny variant's include one slice).
+_SPLITTING = ("splitk", "skinny")
+
+
 def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
               quick: bool, rectangle: bool, cal: _model.Calibration) -> Choice:
     """The candidate of ``legal`` (variants that can run ``p``) of least predicted time with
     ``cal``'s rates; ``refused`` goes into the choice as it is."""
-    cands, passed = _cand.enumerate_candidates(legal, p, props, workspace_bytes, rectangle)
-    if not cands:
-        return Choice(None, refused, tuple(passed))
+    floor = _model.Floor(p, props, cal, legal) if legal else None
+    # On a call's path (and below the accuracy policy's K, which weighs all candidates at once)
+    # the splitting variants come second: those whose every split's lower bound cannot beat the
+    # best unsplit prediction are not enumerated (the same choice, for a fraction of the work).
+    deferred = quick and p.k < _cand.ACCURACY_SPLIT_K
+    first = [s for s in legal if s.role not in _SPLITTING] if deferred else legal
+    cands, passed = _cand.enumerate_candidates(first, p, props, workspace_bytes, rectangle)
     best, best_t = None, float("inf")
     timed: list[tuple[_cand.Candidate, float]] = []
-    later = []
-    floor = _model.Floor(p, props, cal, cands)
-    for c in cands:
-        if c.tail is not None or c.split is not None and c.split.splits > 1:
-            later.append(c)
-            continue
-        t = floor.predict(c)
-        timed.append((c, t))
-        if t < best_t:
-            best, best_t = c, t
+    later: list[_cand.Candidate] = []
+
+    def predict_unsplit(cands: list[_cand.Candidate]) -> None:
+        nonlocal best, best_t
+        for c in cands:
+            if c.tail is not None or c.split is not None and c.split.splits > 1:
+                later.append(c)
+                continue
+            t = floor.predict(c)
+            timed.append((c, t))
+            if t < best_t:
+                best, best_t = c, t
+
+    predict_unsplit(cands)
+    if deferred:
+        rest = [s for s in legal if s.role in _SPLITTING and floor.variant_bound(s) < best_t]
+        more, _ = _cand.enumerate_candidates(rest, p, props, workspace_bytes, rectangle)
+        cands += more
+        predict_unsplit(more)
+    if not cands:
+        return Choice(None, refused, tuple(passed))
     # Splits and tail plans cost more to predict; on a call's path, those whose lower bound
     # (:class:`sgblas.dispatch.model.Floor`) cannot beat the best so far are not predicted.
     subs: dict = {}
+    if quick:  # the splits by least bound first, until no bound can beat the best; then the tails
+        splits = sorted((floor.lower_bound(c), i) for i, c in enumerate(later) if c.tail is None)
+        for bound, i in splits:
+            if bound >= best_t:
+                break
+            t = floor.predict(later[i])
+            timed.append((later[i], t))
+            if t < best_t:
+                best, best_t = later[i], t
+        later = [c for c in later if c.tail is not None]
     for c in later:
         if c.tail is None:
-            if quick and floor.lower_bound(c) >= best_t:
-                continue
             t = floor.predict(c)
         else:
             t = floor.predict(c, _model.no_rectangles)  # the whole waves
@@ -372,11 +399,12 @@ def find_candidate(p: GemmProblem, props: _device.DeviceProperties, workspace_by
                 return (f"candidate={name!r}: the {_cand.ctas(spec, p.m, p.n)} CTAs of {variant} leave no last "
                         f"wave to split off on {props.sm_count} SMs")
             return f"candidate={name!r}: " + dict(passed).get(spec.name, "it is not a candidate for this problem")
-    if not _cand.meets_accuracy(found, p.k):
+    if p.k >= _cand.ACCURACY_SPLIT_K:
         legal = [s for s in registry.GEMM_KERNELS if (s.pair is None or s.pair == (p.transa, p.transb))
                  and s.can_implement(p) is None]
-        if any(_cand.meets_accuracy(c, p.k) for c in _cand.enumerate_candidates(legal, p, props, workspace_bytes)[0]):
-            return f"candidate={name!r}: " + _cand.too_long(found, p.k)
+        limit = _cand.accuracy_limit(_cand.enumerate_candidates(legal, p, props, workspace_bytes)[0], p.k)
+        if not _cand.meets_accuracy(found, p.k, limit):
+            return f"candidate={name!r}: " + _cand.too_long(found, p.k, limit)
     return found
 
 

@@ -134,7 +134,15 @@ def test_find_candidate_refuses_what_cannot_run_with_the_reason():
     assert "bytes of workspace" in why
     long_k = problem(m=256, n=256, k=20000)
     assert "no sum may be longer than" in find_candidate(long_k, H200_PROPS, WORKSPACE, tile.name)
-    assert not isinstance(find_candidate(long_k, H200_PROPS, WORKSPACE, f"{split.name}/s3"), str)
+    assert f"longer than {cand.ACCURACY_CHUNK}" in find_candidate(long_k, H200_PROPS, WORKSPACE, f"{split.name}/s3")
+    short = cand.split_of(split, long_k.k, 96).splits  # slices of 224
+    assert not isinstance(find_candidate(long_k, H200_PROPS, WORKSPACE, f"{split.name}/s{short}"), str)
+    # A workspace for 16 partials: the policy keeps the shortest slices it allows (1250), and
+    # those within ACCURACY_SLACK of them, and says so.
+    few = 16 * 4 * 256 * 256
+    assert not isinstance(find_candidate(long_k, H200_PROPS, few, f"{split.name}/s16"), str)
+    why = find_candidate(long_k, H200_PROPS, few, f"{split.name}/s8")
+    assert "times the shortest that the workspace" in why, why
 
 
 def test_a_split_count_off_the_ladder_is_a_candidate_by_name():
