@@ -231,9 +231,9 @@ _T6464 = dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=1, LANES_M=4, group_m=8, m
 #: (64 threads, 8 CTAs per SM) for small products, where one CTA's latency is most of the
 #: time; 32x64x16 and 64x32x16 (128 threads, 6 CTAs per SM) for one side of 17-32 beside a large
 #: one; 64x64x16 (256 threads, 3 CTAs per SM) for sides of 33-64 and beside them. 4-byte class
-#: only, so that every leading dimension and offset runs them, each with its slice kernel; 79-96
+#: only, so that every leading dimension and offset runs them, each with its slice kernel; 79-110
 #: registers and no spills under ptxas 13.0 (at 4 CTAs per SM the 64x64 tile spilled in NN and
-#: TN). The measurements that chose them are in docs/design.md, "Small and narrow tiles".
+#: TN). The measurements that chose them are in docs/design.md, "The SIMT kernels".
 _S3232 = dict(BM=32, BN=32, BK=16, WARPS_M=1, WARPS_N=2, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=8)
 _S3264 = dict(BM=32, BN=64, BK=16, WARPS_M=1, WARPS_N=4, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
 _S6432 = dict(BM=64, BN=32, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
