@@ -27,7 +27,7 @@ device's resident slots exactly; only the counts that give distinct slices are k
 from __future__ import annotations
 
 import functools
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 from sgblas.dispatch import waves
 from sgblas.kernels import skinny, splitk
@@ -98,6 +98,7 @@ def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
     return max(1, min(spec.blocks_per_sm, props.max_threads_per_sm // threads, props.max_blocks_per_sm))
 
 
+@functools.cache
 def slots(spec: KernelSpec, props: DeviceProperties) -> int:
     """CTAs of ``spec`` the whole GPU holds at once."""
     return props.sm_count * occupancy(spec, props)
@@ -111,6 +112,7 @@ def ctas(spec: KernelSpec, m: int, n: int) -> int:
     return -(-m // bm) * -(-n // bn)
 
 
+@functools.cache
 def granule(spec: KernelSpec) -> int:
     """The K a split is a whole number of (a slice kernel's BK; a skinny kernel's shared piece)."""
     return skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
@@ -128,13 +130,19 @@ def split_of(spec: KernelSpec, k: int, splits: int) -> Split:
 def split_counts(spec: KernelSpec, m: int, n: int, props: DeviceProperties) -> list[int]:
     """The split counts tried for ``spec``: :data:`SPLIT_COUNTS` and, for each of the first
     whole waves of its resident slots, the count whose CTAs fill it exactly."""
+    return sorted({*SPLIT_COUNTS, *_filling(spec, m, n, props)})
+
+
+def _filling(spec: KernelSpec, m: int, n: int, props: DeviceProperties) -> tuple[int, ...]:
+    """The counts of :func:`split_counts` that fill whole waves, ascending (some may also be
+    in :data:`SPLIT_COUNTS`)."""
     tiles, n_slots = ctas(spec, m, n), slots(spec, props)
-    counts = set(SPLIT_COUNTS)
+    counts: tuple[int, ...] = ()
     for w in range(1, _WAVES_TRIED + 1):
         s = w * n_slots // tiles
         if 1 <= s <= MAX_SPLITS:
-            counts.add(s)
-    return sorted(counts)
+            counts += (s,)
+    return counts
 
 
 def longest_sum(c: Candidate, k: int) -> int:
@@ -186,25 +194,40 @@ def split_refusal(spec: KernelSpec, split: Split, p: GemmProblem, workspace_byte
     return None
 
 
-def _splits(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int) -> Iterator[Split]:
+def _splits(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int,
+            shared: dict[tuple, list[Split]]) -> list[Split]:
     """The distinct splits ``spec`` (split-K or skinny) may run ``p`` with: those of
     :func:`split_counts` that :func:`split_refusal` accepts (its checks, inlined: this runs for
-    every split count of every splitting variant when a shape is first planned)."""
+    every split count of every splitting variant when a shape is first planned). They follow
+    from the variant's limits, granule and counts alone, which many of a problem's splitting
+    variants share: ``shared`` keeps each list found for ``p`` by those (not to be changed)."""
     lo, shortest, most = _limits(spec, p, workspace_bytes)
     g, k = granule(spec), p.k
     if lo > 1 and k <= shortest:
-        return  # two slices of at least the shortest need more K
-    seen = set()
-    for s in split_counts(spec, p.m, p.n, props):
+        return []  # two slices of at least the shortest need more K
+    if k <= g:  # every count gives one slice of one granule
+        return [Split(1, g)] if lo <= 1 else []
+    filling = _filling(spec, p.m, p.n, props)
+    key = (lo, shortest, most, g, filling)
+    found = shared.get(key)
+    if found is not None:
+        return found
+    found = shared[key] = []
+    last = 0
+    # Repeated counts give the same split, which is skipped: no set is needed.
+    for s in sorted((*SPLIT_COUNTS, *filling)):
         chunk = -(-k // s)
         chunk = -(-chunk // g) * g
         splits = -(-k // chunk)
         if splits > 1 and (chunk < shortest or splits > most):
             break  # the counts ascend: every later one has slices as short, or more of them
-        if splits in seen or splits < lo:
-            continue
-        seen.add(splits)
-        yield Split(splits, chunk)
+        # As the counts ascend, the slices shorten and grow in number: a split seen before is the last one.
+        if splits != last and splits >= lo:
+            last = splits
+            found.append(Split(splits, chunk))
+        if chunk == g:
+            break  # slices of one granule: every later count gives them again
+    return found
 
 
 def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: DeviceProperties,
@@ -220,24 +243,28 @@ def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: Dev
     """
     out: list[Candidate] = []
     passed: list[tuple[str, str]] = []
+    shared: dict[tuple, list[Split]] = {}
+    m, n, k = p.m, p.n, p.k
     for spec in legal:
-        if spec.role in ("splitk", "skinny"):
-            found = len(out)
-            out.extend(Candidate(spec, split) for split in _splits(spec, p, props, workspace_bytes))
-            if len(out) == found:
+        role = spec.role
+        if role == "splitk" or role == "skinny":
+            splits = _splits(spec, p, props, workspace_bytes, shared)
+            for split in splits:
+                out.append(Candidate(spec, split))
+            if not splits:
                 passed.append((spec.name, _no_split(spec, p, workspace_bytes)))
             continue
-        need = spec.workspace(p.m, p.n, p.k)
+        need = spec.workspace(m, n, k)
         if need > workspace_bytes:
             passed.append((spec.name, f"it needs {need} bytes of workspace and the handle has {workspace_bytes}"))
             continue
-        out.append(Candidate(spec))
-        # Tail plans cut the SIMT generator's raster (groups of group_m tile rows).
-        if not rectangle and spec.role == "gemm" and isinstance(spec.config, TileConfig):
-            n_slots = slots(spec, props)
-            tail = waves.tail_of(p.m, p.n, spec.tile[0], spec.tile[1], spec.config.group_m, n_slots)
+        whole, raster = _one_launch(spec, props)
+        out.append(whole)
+        if raster is not None and not rectangle:
+            bm, bn, group_m, n_slots = raster
+            tail = waves.tail_of(m, n, bm, bn, group_m, n_slots)
             # The cut falls back to a column of its group; the rest must still be less than a wave.
-            if tail is not None and ctas(spec, p.m, p.n) - tail.ctas < n_slots:
+            if tail is not None and ctas(spec, m, n) - tail.ctas < n_slots:
                 out.append(Candidate(spec, None, tail))
     limit = accuracy_limit(out, p.k)
     if limit is not None:
@@ -248,6 +275,16 @@ def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: Dev
                 passed.append((c.spec.name, too_long(c, p.k, limit)))
         out = kept
     return out, passed
+
+
+@functools.cache
+def _one_launch(spec: KernelSpec, props: DeviceProperties) -> tuple[Candidate, tuple[int, int, int, int] | None]:
+    """``spec`` in one launch, the same candidate for every problem; and, where its grid is the
+    SIMT generator's grouped raster (groups of ``group_m`` tile rows), which tail plans cut,
+    ``(BM, BN, group_m, resident slots)`` (None for the others)."""
+    if spec.role == "gemm" and isinstance(spec.config, TileConfig):
+        return Candidate(spec), (spec.tile[0], spec.tile[1], spec.config.group_m, slots(spec, props))
+    return Candidate(spec), None
 
 
 def too_long(c: Candidate, k: int, limit: int = ACCURACY_CHUNK) -> str:

@@ -39,7 +39,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from sgblas.dispatch.candidates import Candidate, occupancy
+from sgblas.dispatch.candidates import Candidate, Split, ctas, occupancy
 from sgblas.kernels import pack as _pack
 from sgblas.kernels import packed as _packed
 from sgblas.kernels import reduce as _reduce
@@ -237,40 +237,43 @@ def launch_seconds(r: Rates, sm_count: int, occ: int, n_ctas: int, cta_flops: fl
     ``ab_bytes`` of A and B loaded (``cta_bytes`` by each CTA's loop: their mean when None) and
     ``c_bytes`` of output written, on ``sm_count`` SMs holding ``occ`` of its CTAs each (the
     stream's launch gap not included)."""
+    flops, lone, cta_s, bandwidth, slow_ld, c_bandwidth, c_unaligned, start_s, cta_bandwidth = r
     per_sm = -(-n_ctas // sm_count)
-    full, rem = divmod(per_sm, occ)
-    compute = full * occ * cta_flops / r.flops
+    full = per_sm // occ
+    rem = per_sm - full * occ
+    compute = full * occ * cta_flops / flops
+    rounds = full
     if rem:
-        share = rem * r.lone
-        compute += rem * cta_flops / (r.flops * (share if share < 1.0 else 1.0))
-    rounds = full + (1 if rem else 0)
-    compute += rounds * r.cta_s
-    memory = ab_bytes / r.bandwidth
-    streamed = rounds * (ab_bytes / n_ctas if cta_bytes is None else cta_bytes) / r.cta_bandwidth
+        share = rem * lone
+        compute += rem * cta_flops / (flops * (share if share < 1.0 else 1.0))
+        rounds += 1
+    compute += rounds * cta_s
+    memory = ab_bytes / bandwidth
+    streamed = rounds * (ab_bytes / n_ctas if cta_bytes is None else cta_bytes) / cta_bandwidth
     # Neither limit is a wall: as the CTAs streaming at once approach the bandwidth they share,
     # each one's loads queue, so the two times add in quadrature rather than the larger ruling.
     memory = (memory * memory + streamed * streamed) ** 0.5
     if flags & SLOW_LD:
-        compute *= r.slow_ld
-        memory *= r.slow_ld
-    c = c_bytes / r.c_bandwidth
+        compute *= slow_ld
+        memory *= slow_ld
+    c = c_bytes / c_bandwidth
     if flags & C_UNALIGNED:
-        c *= r.c_unaligned
+        c *= c_unaligned
     body = compute if compute > memory else memory
     if c > body:
         body = c
-    return r.start_s + body + c / rounds
+    return start_s + body + c / rounds
 
 
-def _tile_launch(cal: Calibration, spec: KernelSpec, props: DeviceProperties, m: int, n: int, kc: int,
-                 splits: int, flags: int, out_bytes: float) -> float:
-    bm, bn, bk = spec.tile
-    tiles = -(-m // bm) * -(-n // bn)
+def _tile_launch(launch_s: float, r: Rates, sm_count: int, occ: int, tile: tuple[int, int, int], tiles: int,
+                 kc: int, splits: int, flags: int, out_bytes: float) -> float:
+    """A tile kernel's launch (gap included): ``tiles`` output tiles of ``tile``, each in
+    ``splits`` slices of ``kc`` of K."""
+    bm, bn, bk = tile
     n_ctas = tiles * splits
     # A CTA's loop runs whole K steps: with k below a step it multiplies its padding too.
-    return cal.launch_s + launch_seconds(cal.rates[spec.name], props.sm_count, occupancy(spec, props), n_ctas,
-                                         2.0 * bm * bn * (-(-kc // bk) * bk), 4.0 * n_ctas * (bm + bn) * kc, out_bytes,
-                                         flags)
+    return launch_s + launch_seconds(r, sm_count, occ, n_ctas, 2.0 * bm * bn * (-(-kc // bk) * bk),
+                                     4.0 * n_ctas * (bm + bn) * kc, out_bytes, flags)
 
 
 @functools.cache
@@ -306,10 +309,63 @@ def _reduce_seconds(cal: Calibration, props: DeviceProperties, m: int, n: int, s
 
 
 @functools.cache
+def _skinny_shape(spec: KernelSpec) -> tuple[int, bool]:
+    """A skinny variant's ``QC`` and whether its small side is m (its config's properties,
+    computed once)."""
+    return spec.config.QC, spec.config.small == "m"
+
+
+@functools.cache
 def _pack_spec() -> KernelSpec:
     from sgblas.kernels import spec as registry
 
     return registry.by_name(_pack.NAME)
+
+
+def _whole_waves(launch_s: float, r: Rates, sm_count: int, occ: int, tile: tuple[int, int, int], ctas: int, k: int,
+                 flags: int) -> float:
+    """A tail plan's whole waves (gap included): the first ``ctas`` CTAs of its tile kernel's grid."""
+    bm, bn, _ = tile
+    return launch_s + launch_seconds(r, sm_count, occ, ctas, 2.0 * bm * bn * k, 4.0 * ctas * (bm + bn) * k,
+                                     4.0 * ctas * bm * bn, flags)
+
+
+def _split_launch(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, cal: Calibration,
+                  flags: int) -> tuple[Callable[[tuple, Split, Callable[[int], float]], float], tuple]:
+    """How :func:`predict` times a split of split-K or skinny variant ``spec`` for ``p``: a
+    function of ``(terms, split, the reduction's time by partials)``, and the terms, which all
+    the variant's splits share (a variant has many: they are taken once)."""
+    m, n, k = p.m, p.n, p.k
+    launch_s, r, sm_count, occ = cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props)
+    if spec.role == "skinny":
+        tiles = spec.grid(m, n, 0)[0]
+        qc, small_m = _skinny_shape(spec)
+        small, large = (m, n) if small_m else (n, m)
+        return _skinny_seconds, (launch_s, r, sm_count, occ, tiles, qc, 4 * -(-small // 4), small,
+                                 4.0 * k * (large + tiles * small), 4.0 * m * n, flags & ~SLOW_LD)
+    return _splitk_seconds, (launch_s, r, sm_count, occ, spec.tile, ctas(spec, m, n), _reduce.padded_rows(m), n,
+                             flags & ~C_UNALIGNED)
+
+
+def _skinny_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], float]) -> float:
+    # A CTA works on its whole slice of the large dimension (QC) and on the row blocks of 4
+    # that hold the small one, whatever of them the problem fills: its loop's time follows
+    # its slice of K, not the useful work (1 x 1 x 2522 in one CTA is as slow as 1 x 512).
+    launch_s, r, sm_count, occ, tiles, qc, rows, small, ab_bytes, c_bytes, flags = terms
+    s, kc = split
+    t = launch_s + launch_seconds(r, sm_count, occ, tiles * s, 2.0 * qc * rows * kc, ab_bytes,
+                                  c_bytes * s if s > 1 else c_bytes, flags, 4.0 * kc * (qc + small))
+    return t + (reduce_seconds(s) if s > 1 else 0.0)
+
+
+def _splitk_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], float]) -> float:
+    launch_s, r, sm_count, occ, tile, tiles, ldw, n, flags = terms
+    s, kc = split
+    return _tile_launch(launch_s, r, sm_count, occ, tile, tiles, kc, s, flags, 4.0 * s * ldw * n) + reduce_seconds(s)
+
+
+#: The roles whose candidates are not one launch of a tile kernel over the whole problem.
+_NOT_ONE_TILE_LAUNCH = ("splitk", "skinny", "packed")
 
 
 def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibration,
@@ -324,63 +380,66 @@ def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibrat
     for a number of partials of ``p``, when the caller keeps them (:meth:`Floor.reduce_seconds`).
     """
     spec, split, tail = c
+    m, n, k = p.m, p.n, p.k
     if flags is None:
         flags = layout_flags(p)
+    role = spec.role
+    if tail is None and role not in _NOT_ONE_TILE_LAUNCH:  # most candidates are
+        return _tile_launch(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
+                            ctas(spec, m, n), k, 1, flags, 4.0 * m * n)
     if reduce_seconds is None:
         def reduce_seconds(s: int) -> float:
             return _reduce_seconds(cal, props, m, n, s, flags)
-    m, n, k = p.m, p.n, p.k
-    if spec.role == "skinny":
-        # A CTA works on its whole slice of the large dimension (QC) and on the row blocks of 4
-        # that hold the small one, whatever of them the problem fills: its loop's time follows
-        # its slice of K, not the useful work (1 x 1 x 2522 in one CTA is as slow as 1 x 512).
-        cfg = spec.config
-        s = split.splits
-        tiles = spec.grid(m, n, 0)[0]
-        small, large = (m, n) if cfg.small == "m" else (n, m)
-        rows = 4 * -(-small // 4)
-        t = cal.launch_s + launch_seconds(cal.rates[spec.name], props.sm_count, occupancy(spec, props),
-                                          tiles * s, 2.0 * cfg.QC * rows * split.k_chunk,
-                                          4.0 * k * (large + tiles * small),
-                                          4.0 * m * n * s if s > 1 else 4.0 * m * n, flags & ~SLOW_LD,
-                                          4.0 * split.k_chunk * (cfg.QC + small))
-        return t + (reduce_seconds(s) if s > 1 else 0.0)
-    if spec.role == "splitk":
-        s = split.splits
-        t = _tile_launch(cal, spec, props, m, n, split.k_chunk, s, flags & ~C_UNALIGNED,
-                         4.0 * s * _reduce.padded_rows(m) * n)
-        return t + reduce_seconds(s)
-    if spec.role == "packed":
+    if role == "splitk" or role == "skinny":
+        seconds, terms = _split_launch(spec, p, props, cal, flags)
+        return seconds(terms, split, reduce_seconds)
+    if role == "packed":
         pk = _pack_spec()
         t = 0.0
         for rows, cols, _ in _packed.copies(spec.pair, m, n, k):
             t += cal.launch_s + launch_seconds(cal.rates[pk.name], props.sm_count, occupancy(pk, props),
                                                pk.grid(rows, cols, 0)[0], 0.0, 4.0 * rows * cols,
                                                4.0 * rows * cols, 0)
-        return t + _tile_launch(cal, spec, props, m, n, k, 1, flags & ~SLOW_LD, 4.0 * m * n)
-    if tail is not None:
-        bm, bn, _ = spec.tile
-        r = cal.rates[spec.name]
-        t = cal.launch_s + launch_seconds(r, props.sm_count, occupancy(spec, props), tail.ctas, 2.0 * bm * bn * k,
-                                          4.0 * tail.ctas * (bm + bn) * k, 4.0 * tail.ctas * bm * bn, flags)
-        for rect in tail.rects:
-            t += rectangle_seconds(rect) if rectangle_seconds is not None else cal.launch_s
-        return t
-    return _tile_launch(cal, spec, props, m, n, k, 1, flags, 4.0 * m * n)
+        return t + _tile_launch(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
+                                ctas(spec, m, n), k, 1, flags & ~SLOW_LD, 4.0 * m * n)
+    t = _whole_waves(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
+                     tail.ctas, k, flags)
+    for rect in tail.rects:
+        t += rectangle_seconds(rect) if rectangle_seconds is not None else cal.launch_s
+    return t
 
 
 class Floor:
     """Lower bounds of the candidates of one problem, cheaper than their predictions: what the
     dispatcher prunes with when planning a call (a candidate whose bound is no better than the
-    best prediction so far cannot be chosen)."""
+    best prediction so far cannot be chosen); and their predictions, with what the problem's
+    candidates share taken once."""
 
     def __init__(self, p: GemmProblem, props: DeviceProperties, cal: Calibration, specs: list[KernelSpec]) -> None:
         """``specs``: the variants that may run ``p`` (a tail plan's rectangles choose among them)."""
         self.p, self.props, self.cal = p, props, cal
         self.flags = layout_flags(p)
-        self.fastest = max(cal.rates[s.name].flops for s in specs)
+        self.specs = specs
+        self._fastest: float | None = None
         self.reduce: dict[int, float] = {}
         self._reduce_launch: tuple | None = None
+        # By variant, what the bounds and times of its candidates share: a splitting variant
+        # has many.
+        self._launch_bounds: dict[KernelSpec, float] = {}
+        self._tile_bounds: dict[KernelSpec, tuple] = {}
+        self._split_times: dict[KernelSpec, tuple] = {}
+        self._ldw = _reduce.padded_rows(p.m)
+        # What one launch of a tile kernel reads of the problem and the device.
+        self._launch_terms = (cal.launch_s, props.sm_count, p.m, p.n, p.k, 4.0 * p.m * p.n)
+
+    @property
+    def fastest(self) -> float:
+        """The largest FLOP rate of the variants: what a tail plan's rectangles are bounded by
+        (taken when one is first bounded: most problems have no tail plan)."""
+        if self._fastest is None:
+            rates = self.cal.rates
+            self._fastest = max(rates[s.name].flops for s in self.specs)
+        return self._fastest
 
     def _work(self, m: int, n: int, k: int, flops: float) -> float:
         return 2.0 * m * n * k / (self.props.sm_count * flops)
@@ -389,18 +448,18 @@ class Floor:
         """At most :func:`predict`'s time of ``c``: its work at its variant's full rate on every
         SM, its launch gaps and start, and for a split its reduction (exact); for a tail plan, its whole
         waves (exact) and each rectangle's work at the fastest variant's rate."""
-        p, cal = self.p, self.cal
-        if c.tail is not None:
-            return predict(c, p, self.props, cal, no_rectangles, self.flags) + self.rectangles(c)
-        p = self.p
-        role = c.spec.role
-        s = c.split.splits if c.split is not None else 1
+        spec, split, tail = c
+        if tail is not None:
+            return predict(c, self.p, self.props, self.cal, no_rectangles, self.flags) + self.rectangles(c)
+        role = spec.role
+        s = split.splits if split is not None else 1
         if s > 1 and role == "splitk":
-            out = 4.0 * s * _reduce.padded_rows(p.m) * p.n
-            return self._tile_bound(c.spec, c.split.k_chunk, out, False) + self.reduce_seconds(s)
+            out = 4.0 * s * self._ldw * self.p.n
+            return self._tile_bound(spec, split.k_chunk, out, False) + self.reduce_seconds(s)
+        p = self.p
         if role in ("gemm", "packed"):
-            return self._tile_bound(c.spec, p.k, 4.0 * p.m * p.n, bool(self.flags & C_UNALIGNED))
-        t = self._launch_bound(c.spec)
+            return self._tile_bound(spec, p.k, 4.0 * p.m * p.n, bool(self.flags & C_UNALIGNED))
+        t = self._launch_bound(spec)
         return t + self.reduce_seconds(s) if s > 1 else t
 
     def _tile_bound(self, spec: KernelSpec, k_chunk: int, out_bytes: float, unaligned: bool) -> float:
@@ -409,15 +468,19 @@ class Floor:
         (plus a round's ``cta_s``), one CTA streaming its K (or slice) at ``cta_bandwidth`` (the
         busiest SM runs at least one round) and the output's bytes at ``c_bandwidth``. The
         layout factors enter only where they are below 1."""
-        p, cal = self.p, self.cal
-        r = cal.rates[spec.name]
-        bm, bn, _ = spec.tile
-        slow = r.slow_ld if self.flags & SLOW_LD and r.slow_ld < 1.0 else 1.0
-        compute = (r.cta_s + self._work(p.m, p.n, p.k, r.flops)) * slow
-        streamed = 4.0 * (bm + bn) * k_chunk / r.cta_bandwidth * slow
+        terms = self._tile_bounds.get(spec)
+        if terms is None:
+            p, cal = self.p, self.cal
+            r = cal.rates[spec.name]
+            bm, bn, _ = spec.tile
+            slow = r.slow_ld if self.flags & SLOW_LD and r.slow_ld < 1.0 else 1.0
+            compute = (r.cta_s + self._work(p.m, p.n, p.k, r.flops)) * slow
+            terms = self._tile_bounds[spec] = (r, cal.launch_s + r.start_s, compute, 4.0 * (bm + bn), slow)
+        r, start, compute, loads, slow = terms
+        streamed = loads * k_chunk / r.cta_bandwidth * slow
         out = out_bytes / r.c_bandwidth * (r.c_unaligned if unaligned and r.c_unaligned < 1.0 else 1.0)
         body = compute if compute > streamed else streamed
-        return cal.launch_s + r.start_s + (body if body > out else out)
+        return start + (body if body > out else out)
 
     def variant_bound(self, spec: KernelSpec) -> float:
         """At most :meth:`lower_bound` of every candidate of ``spec``, whatever its split: a
@@ -425,12 +488,20 @@ class Floor:
         t = self._launch_bound(spec)
         return t + self.reduce_seconds(2) if spec.role == "splitk" else t
 
+    def reduction_bound(self) -> float:
+        """At most :meth:`variant_bound` of every split-K variant: a launch gap and the
+        reduction of two partials."""
+        return self.cal.launch_s + self.reduce_seconds(2)
+
     def _launch_bound(self, spec: KernelSpec) -> float:
         """At most the time of ``spec``'s launch for the whole problem: the launch gap, its start,
         one round's ``cta_s`` and the work at the variant's full rate on every SM."""
-        p, cal = self.p, self.cal
-        r = cal.rates[spec.name]
-        return cal.launch_s + r.start_s + r.cta_s + self._work(p.m, p.n, p.k, r.flops)
+        t = self._launch_bounds.get(spec)
+        if t is None:
+            p, cal = self.p, self.cal
+            r = cal.rates[spec.name]
+            t = self._launch_bounds[spec] = cal.launch_s + r.start_s + r.cta_s + self._work(p.m, p.n, p.k, r.flops)
+        return t
 
     def reduce_seconds(self, splits: int) -> float:
         """The reduction's predicted time for ``splits`` partials of this problem (each count
@@ -444,14 +515,36 @@ class Floor:
 
     def predict(self, c: Candidate,
                 rectangle_seconds: Callable[[tuple[int, int, int, int]], float] | None = None) -> float:
-        """:func:`predict` of ``c`` for this problem, with the reductions' times kept."""
+        """:func:`predict` of ``c`` for this problem, with the reductions' times kept. A split,
+        or one launch of a tile kernel (most candidates), is timed here as :func:`predict` times
+        it, from what the problem's (and the variant's) candidates share."""
+        spec, split, tail = c
+        if split is not None:  # a split-K or skinny variant's
+            kept = self._split_times.get(spec)
+            if kept is None:
+                kept = self._split_times[spec] = _split_launch(spec, self.p, self.props, self.cal, self.flags)
+            return kept[0](kept[1], split, self.reduce_seconds)
+        if tail is None and spec.role not in _NOT_ONE_TILE_LAUNCH:
+            launch_s, sm_count, m, n, k, c_bytes = self._launch_terms
+            return _tile_launch(launch_s, self.cal.rates[spec.name], sm_count, occupancy(spec, self.props), spec.tile,
+                                ctas(spec, m, n), k, 1, self.flags, c_bytes)
         return predict(c, self.p, self.props, self.cal, rectangle_seconds, self.flags, self.reduce_seconds)
+
+    def whole_waves(self, c: Candidate) -> float:
+        """:func:`predict` of tail plan ``c``'s whole waves alone (``rectangle_seconds``
+        :func:`no_rectangles`)."""
+        spec = c.spec
+        return _whole_waves(self.cal.launch_s, self.cal.rates[spec.name], self.props.sm_count,
+                            occupancy(spec, self.props), spec.tile, c.tail.ctas, self.p.k, self.flags)
 
     def rectangles(self, c: Candidate) -> float:
         """At most the time of a tail plan's rectangles: each one's launch gap and its work at
         the fastest variant's rate on every SM."""
-        k, cal = self.p.k, self.cal
-        return sum(cal.launch_s + self._work(rows, cols, k, self.fastest) for _, _, rows, cols in c.tail.rects)
+        k, launch_s, fastest = self.p.k, self.cal.launch_s, self.fastest
+        t = 0.0
+        for _, _, rows, cols in c.tail.rects:
+            t += launch_s + self._work(rows, cols, k, fastest)
+        return t
 
 
 def no_rectangles(rect: tuple[int, int, int, int]) -> float:

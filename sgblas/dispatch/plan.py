@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from sgblas.dispatch import candidates as _cand
 from sgblas.dispatch import waves
 from sgblas.dispatch import model as _model
 from sgblas.dispatch.candidates import Split
+from sgblas.enums import MathMode
 from sgblas.kernels import pack as _pack
 from sgblas.kernels import packed as _packed
 from sgblas.kernels import reduce as _reduce
@@ -147,30 +148,49 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     a fit by the choices it makes).
     """
     legal, refused = [], []
-    for spec in _of_pair((p.transa, p.transb)) if quick else registry.GEMM_KERNELS:
-        if quick and spec.misaligned(p):
-            continue  # refused, and a call's plan needs no sentence
-        reason = spec.can_implement(p)
-        if reason is None:
-            legal.append(spec)
-        else:
-            refused.append((spec.name, reason))
+    if quick:
+        # The variants of other pairs and alignment classes are refused, and a call's plan needs
+        # no sentence for them; where the keys pass, the guard is all can_implement has left to say.
+        for spec, check in _of_class(p):
+            reason = check(p)
+            if reason is None:
+                legal.append(spec)
+            else:
+                refused.append((spec.name, reason))
+    else:
+        for spec in registry.GEMM_KERNELS:
+            reason = spec.can_implement(p)
+            if reason is None:
+                legal.append(spec)
+            else:
+                refused.append((spec.name, reason))
     # A call's path says nothing of an uncalibrated device: explain does, once.
     if cal is None:
         cal = _model.calibration_for(p.cc, props, warn=not quick)
     return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
 
 
-_PAIR_KERNELS: dict[tuple[str, str], tuple[tuple, tuple]] = {}
+_CLASS_KERNELS: dict[tuple, tuple[tuple, tuple]] = {}
 
 
-def _of_pair(pair: tuple[str, str]) -> tuple[KernelSpec, ...]:
-    """The GEMM variants that may run ``pair`` (theirs, or any), in registry order; kept per
-    pair for as long as the registry's tuple is the same one."""
+def _of_class(p: GemmProblem) -> tuple[tuple[KernelSpec, Callable[[GemmProblem], str | None]], ...]:
+    """The GEMM variants of ``p``'s transpose pair (theirs, or any) whose alignment class its
+    operands are in, in registry order, each with what says whether it can run ``p``: its guard
+    where ``p`` passes every key it is checked on (:meth:`KernelSpec.key_refusal`), else
+    :meth:`KernelSpec.can_implement`; kept per class of those keys for as long as the registry's
+    tuple is the same one."""
     kernels = registry.GEMM_KERNELS
-    kept = _PAIR_KERNELS.get(pair)
+    # The math mode by whether it is FP32, all that the keys ask of it (an enum's hash costs more).
+    key = (p.transa, p.transb, p.math_mode is MathMode.FP32, p.cc, p.a_ptr & 15, p.lda & 3, p.b_ptr & 15, p.ldb & 3,
+           p.c_ptr & 15, p.ldc & 3)
+    kept = _CLASS_KERNELS.get(key)
     if kept is None or kept[0] is not kernels:
-        kept = _PAIR_KERNELS[pair] = (kernels, tuple(s for s in kernels if s.pair is None or s.pair == pair))
+        pair = (p.transa, p.transb)
+        of_pair = [s for s in kernels if (s.pair is None or s.pair == pair) and not s.misaligned(p)]
+        if len(_CLASS_KERNELS) >= PLAN_CACHE_SIZE:
+            _CLASS_KERNELS.clear()
+        kept = _CLASS_KERNELS[key] = (kernels, tuple((s, s.guard if s.key_refusal(p) is None else s.can_implement)
+                                                      for s in of_pair))
     return kept[1]
 
 
@@ -187,10 +207,14 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
     # the splitting variants come second: those whose every split's lower bound cannot beat the
     # best unsplit prediction are not enumerated (the same choice, for a fraction of the work).
     deferred = quick and p.k < _cand.ACCURACY_SPLIT_K
-    first = [s for s in legal if s.role not in _SPLITTING] if deferred else legal
+    first, splitting = legal, []
+    if deferred:
+        first = []
+        for spec in legal:
+            (splitting if spec.role in _SPLITTING else first).append(spec)
     cands, passed = _cand.enumerate_candidates(first, p, props, workspace_bytes, rectangle)
     best, best_t = None, float("inf")
-    timed: list[tuple[_cand.Candidate, float]] = []
+    timed: list[tuple[_cand.Candidate, float]] = []  # explain's ranking (a call's plan keeps none)
     later: list[_cand.Candidate] = []
 
     def predict_unsplit(cands: list[_cand.Candidate]) -> None:
@@ -200,13 +224,24 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
                 later.append(c)
                 continue
             t = floor.predict(c)
-            timed.append((c, t))
+            if not quick:
+                timed.append((c, t))
             if t < best_t:
                 best, best_t = c, t
 
     predict_unsplit(cands)
     if deferred:
-        rest = [s for s in legal if s.role in _SPLITTING and floor.variant_bound(s) < best_t]
+        rest, slices = [], None
+        for spec in splitting:
+            if spec.role == "splitk":
+                if slices is None:
+                    # A split-K candidate launches the reduction after its slices: where a launch
+                    # gap and the reduction of two partials cannot beat the best, none can.
+                    slices = floor.reduction_bound() < best_t
+                if not slices:
+                    continue
+            if floor.variant_bound(spec) < best_t:
+                rest.append(spec)
         more, _ = _cand.enumerate_candidates(rest, p, props, workspace_bytes, rectangle)
         cands += more
         predict_unsplit(more)
@@ -221,7 +256,6 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
             if bound >= best_t:
                 break
             t = floor.predict(later[i])
-            timed.append((later[i], t))
             if t < best_t:
                 best, best_t = later[i], t
         later = [c for c in later if c.tail is not None]
@@ -229,7 +263,7 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
         if c.tail is None:
             t = floor.predict(c)
         else:
-            t = floor.predict(c, _model.no_rectangles)  # the whole waves
+            t = floor.whole_waves(c)
             if quick and t + floor.rectangles(c) >= best_t:
                 continue
             for rect in c.tail.rects:

@@ -90,6 +90,13 @@ class KernelSpec:
 
     def can_implement(self, p: GemmProblem) -> str | None:
         """None when this variant computes ``p`` correctly, else the sentence saying why not."""
+        return self.key_refusal(p) or self.guard(p)
+
+    def key_refusal(self, p: GemmProblem) -> str | None:
+        """:meth:`can_implement`'s sentence from the keys every variant is checked on (math mode,
+        transpose pair, compute capability, alignment class), its generator's guard aside.
+        Whether there is one follows from those keys of ``p`` alone (the alignment classes divide
+        16 bytes: addresses mod 16, leading dimensions mod 4), so a caller may keep it per class."""
         if p.math_mode is not MathMode.FP32:
             return f"math mode {p.math_mode.name} is not FP32; {self.name} computes strict FP32 only"
         if self.pair is not None and (p.transa, p.transb) != self.pair:
@@ -100,7 +107,7 @@ class KernelSpec:
                     f"which {self.name} needs")
         if self.misaligned(p):
             return self._misalignment(p)
-        return self.guard(p)
+        return None
 
     def misaligned(self, p: GemmProblem) -> bool:
         """Whether an operand of ``p`` that this variant accesses with vectors is outside its
