@@ -92,6 +92,7 @@ __all__ = [
     "fit",
     "median_abs_log_error",
     "calibration_entry",
+    "extended_entry",
     "write_calibration",
     "parse_args",
     "main",
@@ -385,8 +386,12 @@ def _bounds(default: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, passes: int = 6,
         max_evals: int = 400, prior: float = 0.01, max_block_rows: int = 2000, seed: int = 0,
-        slow_ratio: float | None = None, log: Callable[[str], None] | None = print) -> FitResult:
+        slow_ratio: float | None = None, log: Callable[[str], None] | None = print,
+        hold: dict[str, Any] | None = None) -> FitResult:
     """Block-coordinate descent over ``launch_s`` and each variant's rates (module docstring).
+
+    ``hold``: a calibration entry (``{"launch_s", "rates"}``) whose ``launch_s`` and rates stay
+    as they are; only the variants it has no rates for are fitted (``--extend``).
 
     Each pass fits ``launch_s`` (a one-dimensional search over every row), then each variant's
     eight rates over the rows that depend on it, most rows first. From the second pass on, a
@@ -401,17 +406,23 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
     say = log or (lambda _text: None)
     defaults = {s.name: model.default_rates(s, cc, props) for s in registry.REGISTRY}
     rates = dict(defaults)
+    held = {n: model.Rates(*v) for n, v in (hold or {}).get("rates", {}).items() if n in defaults}
+    rates.update(held)
     by_variant: dict[str, list[FitRow]] = {}
     for r in rows:
         for v in r.variants:
             if v not in defaults:
                 raise ValueError(f"{r.name}: variant {v} is not in this sgblas's registry")
             by_variant.setdefault(v, []).append(r)
-    order = sorted(by_variant, key=lambda v: (-len(by_variant[v]), v))
+    order = sorted((v for v in by_variant if v not in held), key=lambda v: (-len(by_variant[v]), v))
+    if hold is not None:
+        # Only the rows that a fitted variant's time enters can move the loss.
+        rows = [r for r in rows if any(v not in held for v in r.variants)]
     box = {v: _bounds(defaults[v]) for v in order}
     lo_all = np.concatenate([[math.log(_LAUNCH_BOUNDS[0])]] + [box[v][0] for v in order])
     hi_all = np.concatenate([[math.log(_LAUNCH_BOUNDS[1])]] + [box[v][1] for v in order])
-    now = {"cal": model.Calibration(key, DEFAULT_LAUNCH_S, rates, True, {})}
+    launch_start = float(hold["launch_s"]) if hold is not None else DEFAULT_LAUNCH_S
+    now = {"cal": model.Calibration(key, launch_start, rates, True, {})}
     before_rows = {v: median_abs_log_error(by_variant[v], now["cal"]) for v in order}
     before = median_abs_log_error(rows, now["cal"])
     rng = np.random.default_rng(seed)
@@ -463,10 +474,11 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
         def loss_launch(x: np.ndarray) -> float:
             return sse(block, now["cal"]._replace(launch_s=math.exp(float(x[0]))))
 
-        x, _, n = nelder_mead(loss_launch, [math.log(now["cal"].launch_s)], 0.5, lo_all[:1], hi_all[:1],
-                              max_evals=max(30, max_evals // 8))
-        evals += n
-        now["cal"] = now["cal"]._replace(launch_s=math.exp(float(x[0])))
+        if hold is None:
+            x, _, n = nelder_mead(loss_launch, [math.log(now["cal"].launch_s)], 0.5, lo_all[:1], hi_all[:1],
+                                  max_evals=max(30, max_evals // 8))
+            evals += n
+            now["cal"] = now["cal"]._replace(launch_s=math.exp(float(x[0])))
         for v in order:
             block_v = sample(by_variant[v])
 
@@ -524,6 +536,18 @@ def calibration_entry(result: FitResult, *, rows: int, device: str | None, commi
         "source": {"date": date or results_io.utc_now().isoformat(), "commit": commit, "device": device,
                    "rows": rows, "seed": seed, "median_abs_error": float(result.after)},
     }
+
+
+def extended_entry(held: dict[str, Any], added: dict[str, Any]) -> dict[str, Any]:
+    """``held`` (an entry kept as it was) with the rates of ``added`` (a fit of the variants it
+    lacked) put in, and the added fit's source listed under ``source["extended"]``."""
+    clash = sorted(set(held["rates"]) & set(added["rates"]))
+    if clash:
+        raise ValueError(f"the extension refits variants the entry already has: {', '.join(clash)}")
+    source = dict(held.get("source", {}))
+    source["extended"] = list(source.get("extended", [])) + [dict(added["source"], variants=sorted(added["rates"]))]
+    return {"launch_s": held["launch_s"], "rates": dict(sorted({**held["rates"], **added["rates"]}.items())),
+            "source": source}
 
 
 def write_calibration(path: str | Path, key: str, entry: dict[str, Any]) -> None:
@@ -634,6 +658,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                        help="the calibration file to put this device's entry in (default: the package's "
                             "sgblas/dispatch/calibration.json)")
     group.add_argument("--no-write", action="store_true", help="fit and report, but write no calibration file")
+    group.add_argument("--extend", action="store_true",
+                       help="keep the device's entry in the --write file as it is (launch_s and every variant's "
+                            "rates) and fit only the variants it has no rates for (rows added to the registry since "
+                            "it was fitted), adding them to it")
     group.add_argument("--holdout", action="store_true",
                        help="with --from: judge these fit settings by two-fold cross-validation of the choices "
                             "they make (fit one half of the cases, plan the other with it; regret = the choice's "
@@ -746,10 +774,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         for regret, shape, chosen, best in cv["worst"]:
             print(f"  {regret:.3f}  {shape}: {chosen}, fastest {best}")
         return 0
+    hold = None
+    if args.extend:
+        try:
+            hold = json.loads(Path(args.write).read_text(encoding="utf-8"))["devices"][info["key"]]
+        except (OSError, ValueError, KeyError):
+            print(f"perf.calibrate: --extend needs an entry for {info['key']} in {_public_path(args.write)}, and it has "
+                  f"none", file=sys.stderr)
+            return finish(2) if not args.from_ else 2
+        if not any(v not in hold["rates"] for r in rows for v in r.variants):
+            print(f"perf.calibrate: --extend: every variant of these rows has rates in the {info['key']} entry; "
+                  f"nothing to fit", file=sys.stderr)
+            return finish(2) if not args.from_ else 2
     t0 = time.perf_counter()
     result = fit(rows, info["key"], info["cc"], info["props"], passes=args.passes, max_evals=args.max_evals,
                  prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed,
-                 slow_ratio=args.slow_ratio or None)
+                 slow_ratio=args.slow_ratio or None, hold=hold)
     fit_s = time.perf_counter() - t0
     print()
     print(_report_table(result))
@@ -757,6 +797,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     commits = sorted({(d.get("environment", {}).get("git") or {}).get("commit") or "" for d in docs} - {""})
     entry = calibration_entry(result, rows=len(rows), device=docs[0].get("device", {}).get("name"),
                               commit=",".join(commits) if commits else None, seed=seed)
+    if hold is not None:
+        entry = extended_entry(hold, entry)
     doc["fit"] = {"key": info["key"], "method": "block-coordinate descent, Nelder-Mead on log-rates, "
                                                 "least squares on log time with a prior toward the default rates",
                   "passes": args.passes, "max_evals": args.max_evals, "prior": args.prior, "slow_ratio": args.slow_ratio or None,
@@ -770,7 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"perf.calibrate: cannot write the calibration: {exc}", file=sys.stderr)
             return finish(2)
         doc["fit"]["written_to"] = _public_path(args.write)
-        print(f"wrote the {info['key']} entry ({len(result.fitted)} variants, launch_s "
+        print(f"wrote the {info['key']} entry ({len(result.fitted)} variants{' added' if hold is not None else ''}, launch_s "
               f"{result.launch_s * 1e6:.2f} us) into {doc['fit']['written_to']}")
     return finish(status)
 

@@ -344,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ", ".join(KINDS))
     parser.add_argument("--betas", default="0,0.75", help="comma-separated beta values (default 0,0.75)")
-    parser.add_argument("--variant", default="", help="only variants whose name contains this")
+    parser.add_argument("--variant", default="",
+                        help="only variants whose name contains this (or one of these, comma-separated)")
     parser.add_argument("--no-scale", action="store_true", help="skip the C = beta * C kernel cases")
     parser.add_argument("--uninitialised-c", action="store_true",
                         help="with beta == 0, leave C uninitialised (for initcheck: proves C is not read)")
@@ -365,9 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     from sgblas.runtime.device import SIMULATOR
 
     tail_pairs = [p.strip().upper() for p in args.tail_plans.split(",") if p.strip()]
+    words = [w for w in args.variant.split(",") if w] or [""]
     if args.variant and not SIMULATOR:
         # A tail plan runs each pair's 128x128 tile kernel and slice kernel, 16- and 4-byte.
-        _load_only(args.variant, *(f"_{p.lower()}_128x128x16_2s_a" for p in tail_pairs))
+        _load_only(*words, *(f"_{p.lower()}_128x128x16_2s_a" for p in tail_pairs))
     handle = sgblas.Handle()
     print(f"sgblas {sgblas.__version__}, device {handle.device} cc {handle.cc}"
           f"{' (CUDA simulator)' if SIMULATOR else ''}", flush=True)
@@ -377,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = 0
     for spec in gemm_variants():
         name, pair = spec.name, spec.pair
-        if args.variant not in name:
+        if not any(w in name for w in words):
             continue
         for kind in kinds:
             shape = find_shape(handle, spec, kind)
@@ -398,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from sgblas.kernels.spec import SCALE_KERNEL
 
-    if not args.no_scale and not args.list and args.variant in SCALE_KERNEL.name:
+    if not args.no_scale and not args.list and any(w in SCALE_KERNEL.name for w in words):
         bm, bn, _ = SCALE_KERNEL.tile
         for kind, (m, n) in (("tile", (4 * bm, 4 * bn)), ("tail", (4 * bm + 5, 3 * bn + 3))):
             if kind not in kinds:

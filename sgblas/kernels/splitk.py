@@ -64,12 +64,8 @@ def split_manifest(simt_manifest: tuple[TileConfig, ...]) -> tuple[TileConfig, .
     (docs/history/tuning-ladder-5-runs-m-to-p.md). Few-tile problems whose A or B is less
     aligned are rare, but a tail plan's rectangles have the alignment of the caller's arrays.
     """
-    wide = tuple(dataclasses.replace(cfg, split_k=True, **SLICE_CHANGES.get(_slice_key(cfg), {}))
-                 for cfg in simt_manifest if cfg.align == 16)
-    # The 128x128 4-byte slices keep their rows' text; the 4 x 4 ones take their changes.
-    return wide + tuple(dataclasses.replace(cfg, split_k=True, **(SLICE_CHANGES.get(_slice_key(cfg), {})
-                                                                 if (cfg.TM, cfg.TN) == (4, 4) else {}))
-                        for cfg in simt_manifest if _narrow_slice(cfg))
+    return tuple(dataclasses.replace(cfg, split_k=True, **SLICE_CHANGES.get(_slice_key(cfg), {}))
+                 for cfg in simt_manifest if cfg.align == 16 or _narrow_slice(cfg))
 
 
 def _narrow_slice(cfg: TileConfig) -> bool:
@@ -80,34 +76,44 @@ def _narrow_slice(cfg: TileConfig) -> bool:
     leading dimensions, offset pointers) are the tail plans' most common case. They keep their
     row's FMA order and tile origins, which do not spill (rungs 25-30:
     docs/history/tuning-ladder-4-runs-j-to-l.md and
-    docs/history/tuning-ladder-5-runs-m-to-p.md); the 8-byte class runs on them too. And every
-    row with the 4 x 4 thread tile: those tiles exist only in the 4-byte class, and narrow
-    products with a long K need their splits."""
-    return cfg.align == 4 and (((cfg.BM, cfg.BN) == (128, 128) and (cfg.TM, cfg.TN) == (8, 8) and not cfg.kq)
-                               or (cfg.TM, cfg.TN) == (4, 4))
+    docs/history/tuning-ladder-5-runs-m-to-p.md); the 8-byte class runs on them too. Each pair's
+    128x64 and 64x64 tiles with the 8 x 8 thread tile: without them a narrow product (a side of
+    17-127) at an odd leading dimension splits its long K on the 4 x 4 tiles, which load twice as
+    many shared-memory operands per FMA (docs/design.md, "Shape classes"). And every row with
+    the 4 x 4 thread tile: those tiles exist only in the 4-byte class, and narrow products with a
+    long K need their splits."""
+    if cfg.align != 4:
+        return False
+    if (cfg.TM, cfg.TN) == (4, 4) or ((cfg.BM, cfg.BN) == (64, 64) and (cfg.TM, cfg.TN) == (8, 8)):
+        return True  # TN's 64x64 row is its kq=8 one: the one it has
+    return (cfg.BM, cfg.BN) in ((128, 128), (128, 64)) and (cfg.TM, cfg.TN) == (8, 8) and not cfg.kq
 
 
-def _slice_key(cfg: TileConfig) -> tuple[str, int, int, int, int]:
-    return (cfg.transa + cfg.transb, cfg.BM, cfg.BN, cfg.TM, cfg.TN)
+def _slice_key(cfg: TileConfig) -> tuple[str, int, int, int, int, int]:
+    return (cfg.transa + cfg.transb, cfg.BM, cfg.BN, cfg.TM, cfg.TN, cfg.align)
 
 
-#: What a slice kernel changes from its row, by pair, CTA tile and thread tile: where the
+#: What a slice kernel changes from its row, by pair, CTA tile, thread tile and alignment class
+#: (the 4-byte 8 x 8 slices not named here keep their rows' text): where the
 #: slice's k offset enters (``TileConfig.k_view``), the FMA order, and where the tile's origin
 #: enters (NT's and NN's rows take B's through a view since rungs 29 and 30; their slice
 #: kernels, measured in rung 28, do not; TN's takes both, in the swapped snaking order). Each
 #: was chosen by the static count of rung 25 (docs/history/tuning-ladder-4-runs-j-to-l.md)
 #: under both nvJitLinks and timed (docs/history/tuning-ladder-5-runs-m-to-p.md, rungs 28-30);
 #: the others spill or count higher under one of them.
-SLICE_CHANGES: dict[tuple[str, int, int, int, int], dict[str, str]] = {
-    ("NN", 128, 128, 8, 8): {"k_view": "a", "fma": "snake", "origin_view": ""},
-    ("TN", 128, 128, 8, 8): {"fma": "snake_t", "origin_view": "ab"},
-    ("TT", 128, 128, 8, 8): {"k_view": "b"},
-    ("NT", 128, 128, 8, 8): {"k_view": "b", "origin_view": ""},
+SLICE_CHANGES: dict[tuple[str, int, int, int, int, int], dict[str, Any]] = {
+    ("NN", 128, 128, 8, 8, 16): {"k_view": "a", "fma": "snake", "origin_view": ""},
+    ("TN", 128, 128, 8, 8, 16): {"fma": "snake_t", "origin_view": "ab"},
+    ("TT", 128, 128, 8, 8, 16): {"k_view": "b"},
+    ("NT", 128, 128, 8, 8, 16): {"k_view": "b", "origin_view": ""},
     # 4-byte class: NN's and TN's 32x64 slice kernels kept an 8-byte stack under the 80
     # registers of 6 CTAs per SM (ptxas 13.0); their rows do not, and 5 CTAs give them 96.
-    ("NN", 32, 64, 4, 4): {"min_blocks": 5},
-    ("TN", 32, 64, 4, 4): {"min_blocks": 5},
+    ("NN", 32, 64, 4, 4, 4): {"min_blocks": 5},
+    ("TN", 32, 64, 4, 4, 4): {"min_blocks": 5},
 }
+# TT's 4-byte 64x64 slice kernel spills 4 bytes under the 168 registers of 6 CTAs per SM (ptxas
+# 13.0). It keeps them: at 5 CTAs ptxas still takes 168 and spills, at 4 it takes 254 and runs
+# two thirds of the warps; its calibration measured the 6-CTA kernel.
 
 
 def partial_bytes(m: int, n: int) -> int:

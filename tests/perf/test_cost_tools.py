@@ -410,6 +410,42 @@ def test_from_file_writes_a_calibration_that_sgblas_reads(tmp_path, capsys):
     assert "one calibration is of one kind of device" in capsys.readouterr().err
 
 
+def test_extend_fits_only_the_variants_the_entry_lacks(tmp_path, capsys):
+    from sgblas.dispatch import model
+
+    true = _true_calibration()
+    key = model.device_key(CC, _props())
+    reduce_name = "reduce_splitk_fixed_order_cm_256x4_1s_a4"
+    # The entry holds the tile's and the reduction's true rates and a launch gap of its own; the
+    # split variant, which runs on the reduction, is what a row added since would be.
+    held = {"launch_s": true.launch_s, "rates": {n: list(true.rates[n]) for n in (TILE, reduce_name)},
+            "source": {"device": "synthetic device", "seed": 1}}
+    target = tmp_path / "calibration.json"
+    target.write_text(json.dumps({"format": 1, "devices": {key: held}}))
+    sweep_file = tmp_path / "sweep_synthetic.json"
+    sweep_file.write_text(json.dumps(_synthetic_doc(17, 60, noise=0.01)))
+    argv = ["--from", str(sweep_file), "--write", str(target), "--out", str(tmp_path / "out"),
+            "--passes", "2", "--max-evals", "150", "--extend"]
+    assert calibrate.main(argv) == 0, capsys.readouterr()
+    entry = model.load_calibrations(str(target))[key]
+    assert entry["launch_s"] == held["launch_s"]
+    assert {n: entry["rates"][n] for n in held["rates"]} == held["rates"]
+    assert set(entry["rates"]) == {TILE, reduce_name, SPLIT}
+    (extension,) = entry["source"]["extended"]
+    assert extension["variants"] == [SPLIT] and extension["seed"] == 17 and entry["source"]["seed"] == 1
+    rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
+    split_rows = [r for r in rows if SPLIT in r.variants]
+    fitted = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*entry["rates"][SPLIT])},
+                               True, {})
+    assert len(split_rows) > 20 and np.median(np.abs(calibrate._errors(split_rows, fitted))) < 0.05
+    # Nothing left to fit, or no entry to extend: refused with a sentence.
+    assert calibrate.main(argv) == 2
+    assert "nothing to fit" in capsys.readouterr().err
+    target.write_text(json.dumps({"format": 1, "devices": {}}))
+    assert calibrate.main(argv) == 2
+    assert f"--extend needs an entry for {key}" in capsys.readouterr().err
+
+
 def test_measuring_run_fits_and_keeps_its_rows(tmp_path, monkeypatch, capsys):
     """``perf.calibrate`` without ``--from``: the sweep's document (here made up) is fitted,
     written, and saved with its rows and the fit."""
