@@ -7,6 +7,8 @@ Usage (from the repository root; both forms work)::
     python -m perf.calibrate --from sweep_A.json --from sweep_B.json   # fit earlier rows (no GPU)
     python -m perf.calibrate --shard 1/3 --no-write                    # measure a third, fit nothing yet
     python -m perf.calibrate --from regret.json --holdout --slow-ratio 0  # judge fit settings (no GPU)
+    python -m perf.calibrate --only NAME --no-write    # time new rows (and each case's choice) by name
+    python -m perf.calibrate --from that.json --extend # add their rates to the entry, the rest held
 
 The calibration set: ``perf.bench``'s default shapes (square 1024 to 16384 and its five
 rectangles), each in all four transpose pairs with the leading-dimension class turning over
@@ -690,6 +692,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.out = args.from_[0].parent if args.from_ else results_io.RESULTS_DIR
     if args.holdout and not args.from_:
         parser.error("--holdout judges the fit of earlier rows: give them with --from")
+    if args.holdout and args.extend:
+        parser.error("--holdout judges fit settings and writes nothing; --extend adds to an entry: give one of them")
     if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
             or args.slow_ratio < 0 or 0 < args.slow_ratio <= 1:
         parser.error("--random, --passes, --max-evals, --prior, --max-block-rows or --slow-ratio is out of range")
@@ -795,7 +799,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_report_table(result))
     print()
     commits = sorted({(d.get("environment", {}).get("git") or {}).get("commit") or "" for d in docs} - {""})
-    entry = calibration_entry(result, rows=len(rows), device=docs[0].get("device", {}).get("name"),
+    fitted_rows = len(rows) if hold is None else sum(any(v not in hold["rates"] for v in r.variants) for r in rows)
+    entry = calibration_entry(result, rows=fitted_rows, device=docs[0].get("device", {}).get("name"),
                               commit=",".join(commits) if commits else None, seed=seed)
     if hold is not None:
         entry = extended_entry(hold, entry)

@@ -433,6 +433,8 @@ def test_extend_fits_only_the_variants_the_entry_lacks(tmp_path, capsys):
     assert set(entry["rates"]) == {TILE, reduce_name, SPLIT}
     (extension,) = entry["source"]["extended"]
     assert extension["variants"] == [SPLIT] and extension["seed"] == 17 and entry["source"]["seed"] == 1
+    fit_rows, _ = calibrate.rebuild_rows([_synthetic_doc(17, 60, noise=0.01)])
+    assert extension["rows"] == sum(SPLIT in r.variants for r in fit_rows) < len(fit_rows)
     rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
     split_rows = [r for r in rows if SPLIT in r.variants]
     fitted = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*entry["rates"][SPLIT])},
@@ -444,6 +446,9 @@ def test_extend_fits_only_the_variants_the_entry_lacks(tmp_path, capsys):
     target.write_text(json.dumps({"format": 1, "devices": {}}))
     assert calibrate.main(argv) == 2
     assert f"--extend needs an entry for {key}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        calibrate.parse_args(argv + ["--holdout"])
+    assert info.value.code == 2 and "give one of them" in capsys.readouterr().err
 
 
 def test_measuring_run_fits_and_keeps_its_rows(tmp_path, monkeypatch, capsys):
