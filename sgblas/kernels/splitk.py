@@ -110,10 +110,11 @@ SLICE_CHANGES: dict[tuple[str, int, int, int, int, int], dict[str, Any]] = {
     # registers of 6 CTAs per SM (ptxas 13.0); their rows do not, and 5 CTAs give them 96.
     ("NN", 32, 64, 4, 4, 4): {"min_blocks": 5},
     ("TN", 32, 64, 4, 4, 4): {"min_blocks": 5},
+    # TT's 64x64 one, in its row's text, spilled 4 bytes under the 168 registers of 6 CTAs per
+    # SM (ptxas 13.0; at 5 CTAs too); with B's slice in a view, as TT's 128x128 one takes it, 162
+    # and none.
+    ("TT", 64, 64, 8, 8, 4): {"k_view": "b"},
 }
-# TT's 4-byte 64x64 slice kernel spills 4 bytes under the 168 registers of 6 CTAs per SM (ptxas
-# 13.0). It keeps them: at 5 CTAs ptxas still takes 168 and spills, at 4 it takes 254 and runs
-# two thirds of the warps; its calibration measured the 6-CTA kernel.
 
 
 def partial_bytes(m: int, n: int) -> int:
