@@ -786,10 +786,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"perf.calibrate: --extend needs an entry for {info['key']} in {_public_path(args.write)}, and it has "
                   f"none", file=sys.stderr)
             return finish(2) if not args.from_ else 2
-        if not any(v not in hold["rates"] for r in rows for v in r.variants):
-            print(f"perf.calibrate: --extend: every variant of these rows has rates in the {info['key']} entry; "
-                  f"nothing to fit", file=sys.stderr)
-            return finish(2) if not args.from_ else 2
+    fitted_rows = len(rows) if hold is None else sum(any(v not in hold["rates"] for v in r.variants) for r in rows)
+    if not fitted_rows:
+        print(f"perf.calibrate: --extend: every variant of these rows has rates in the {info['key']} entry; "
+              f"nothing to fit", file=sys.stderr)
+        return finish(2) if not args.from_ else 2
     t0 = time.perf_counter()
     result = fit(rows, info["key"], info["cc"], info["props"], passes=args.passes, max_evals=args.max_evals,
                  prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed,
@@ -799,7 +800,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_report_table(result))
     print()
     commits = sorted({(d.get("environment", {}).get("git") or {}).get("commit") or "" for d in docs} - {""})
-    fitted_rows = len(rows) if hold is None else sum(any(v not in hold["rates"] for v in r.variants) for r in rows)
     entry = calibration_entry(result, rows=fitted_rows, device=docs[0].get("device", {}).get("name"),
                               commit=",".join(commits) if commits else None, seed=seed)
     if hold is not None:

@@ -322,12 +322,19 @@ def _pack_spec() -> KernelSpec:
     return registry.by_name(_pack.NAME)
 
 
-def _whole_waves(launch_s: float, r: Rates, sm_count: int, occ: int, tile: tuple[int, int, int], ctas: int, k: int,
+def _one_launch(cal: Calibration, props: DeviceProperties, spec: KernelSpec, m: int, n: int, k: int,
+                flags: int) -> float:
+    """Tile variant ``spec``'s launch (gap included) over a whole ``m`` x ``n`` x ``k`` problem."""
+    return _tile_launch(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
+                        ctas(spec, m, n), k, 1, flags, 4.0 * m * n)
+
+
+def _whole_waves(cal: Calibration, props: DeviceProperties, spec: KernelSpec, ctas: int, k: int,
                  flags: int) -> float:
-    """A tail plan's whole waves (gap included): the first ``ctas`` CTAs of its tile kernel's grid."""
-    bm, bn, _ = tile
-    return launch_s + launch_seconds(r, sm_count, occ, ctas, 2.0 * bm * bn * k, 4.0 * ctas * (bm + bn) * k,
-                                     4.0 * ctas * bm * bn, flags)
+    """A tail plan's whole waves (gap included): the first ``ctas`` CTAs of ``spec``'s grid."""
+    bm, bn, _ = spec.tile
+    return cal.launch_s + launch_seconds(cal.rates[spec.name], props.sm_count, occupancy(spec, props), ctas,
+                                         2.0 * bm * bn * k, 4.0 * ctas * (bm + bn) * k, 4.0 * ctas * bm * bn, flags)
 
 
 def _split_launch(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, cal: Calibration,
@@ -385,8 +392,7 @@ def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibrat
         flags = layout_flags(p)
     role = spec.role
     if tail is None and role not in _NOT_ONE_TILE_LAUNCH:  # most candidates are
-        return _tile_launch(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
-                            ctas(spec, m, n), k, 1, flags, 4.0 * m * n)
+        return _one_launch(cal, props, spec, m, n, k, flags)
     if reduce_seconds is None:
         def reduce_seconds(s: int) -> float:
             return _reduce_seconds(cal, props, m, n, s, flags)
@@ -400,10 +406,8 @@ def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibrat
             t += cal.launch_s + launch_seconds(cal.rates[pk.name], props.sm_count, occupancy(pk, props),
                                                pk.grid(rows, cols, 0)[0], 0.0, 4.0 * rows * cols,
                                                4.0 * rows * cols, 0)
-        return t + _tile_launch(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
-                                ctas(spec, m, n), k, 1, flags & ~SLOW_LD, 4.0 * m * n)
-    t = _whole_waves(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
-                     tail.ctas, k, flags)
+        return t + _one_launch(cal, props, spec, m, n, k, flags & ~SLOW_LD)
+    t = _whole_waves(cal, props, spec, tail.ctas, k, flags)
     for rect in tail.rects:
         t += rectangle_seconds(rect) if rectangle_seconds is not None else cal.launch_s
     return t
@@ -525,6 +529,8 @@ class Floor:
                 kept = self._split_times[spec] = _split_launch(spec, self.p, self.props, self.cal, self.flags)
             return kept[0](kept[1], split, self.reduce_seconds)
         if tail is None and spec.role not in _NOT_ONE_TILE_LAUNCH:
+            # _one_launch inlined, from terms taken once: a call's planning predicts most of its
+            # candidates here, where an extra call and the lookups show in a plan-cache miss.
             launch_s, sm_count, m, n, k, c_bytes = self._launch_terms
             return _tile_launch(launch_s, self.cal.rates[spec.name], sm_count, occupancy(spec, self.props), spec.tile,
                                 ctas(spec, m, n), k, 1, self.flags, c_bytes)
@@ -533,9 +539,7 @@ class Floor:
     def whole_waves(self, c: Candidate) -> float:
         """:func:`predict` of tail plan ``c``'s whole waves alone (``rectangle_seconds``
         :func:`no_rectangles`)."""
-        spec = c.spec
-        return _whole_waves(self.cal.launch_s, self.cal.rates[spec.name], self.props.sm_count,
-                            occupancy(spec, self.props), spec.tile, c.tail.ctas, self.p.k, self.flags)
+        return _whole_waves(self.cal, self.props, c.spec, c.tail.ctas, self.p.k, self.flags)
 
     def rectangles(self, c: Candidate) -> float:
         """At most the time of a tail plan's rectangles: each one's launch gap and its work at

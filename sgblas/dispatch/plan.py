@@ -148,22 +148,16 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     a fit by the choices it makes).
     """
     legal, refused = [], []
-    if quick:
-        # The variants of other pairs and alignment classes are refused, and a call's plan needs
-        # no sentence for them; where the keys pass, the guard is all can_implement has left to say.
-        for spec, check in _of_class(p):
-            reason = check(p)
-            if reason is None:
-                legal.append(spec)
-            else:
-                refused.append((spec.name, reason))
-    else:
-        for spec in registry.GEMM_KERNELS:
-            reason = spec.can_implement(p)
-            if reason is None:
-                legal.append(spec)
-            else:
-                refused.append((spec.name, reason))
+    # On a call's path the variants of other pairs and alignment classes are refused without a
+    # sentence (a call's plan needs none); where the keys pass, the guard is all can_implement
+    # has left to say.
+    checks = _of_class(p) if quick else ((spec, spec.can_implement) for spec in registry.GEMM_KERNELS)
+    for spec, check in checks:
+        reason = check(p)
+        if reason is None:
+            legal.append(spec)
+        else:
+            refused.append((spec.name, reason))
     # A call's path says nothing of an uncalibrated device: explain does, once.
     if cal is None:
         cal = _model.calibration_for(p.cc, props, warn=not quick)
