@@ -322,7 +322,7 @@ def _pack_spec() -> KernelSpec:
     return registry.by_name(_pack.NAME)
 
 
-def _one_launch(cal: Calibration, props: DeviceProperties, spec: KernelSpec, m: int, n: int, k: int,
+def _full_launch(cal: Calibration, props: DeviceProperties, spec: KernelSpec, m: int, n: int, k: int,
                 flags: int) -> float:
     """Tile variant ``spec``'s launch (gap included) over a whole ``m`` x ``n`` x ``k`` problem."""
     return _tile_launch(cal.launch_s, cal.rates[spec.name], props.sm_count, occupancy(spec, props), spec.tile,
@@ -392,7 +392,7 @@ def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibrat
         flags = layout_flags(p)
     role = spec.role
     if tail is None and role not in _NOT_ONE_TILE_LAUNCH:  # most candidates are
-        return _one_launch(cal, props, spec, m, n, k, flags)
+        return _full_launch(cal, props, spec, m, n, k, flags)
     if reduce_seconds is None:
         def reduce_seconds(s: int) -> float:
             return _reduce_seconds(cal, props, m, n, s, flags)
@@ -406,7 +406,7 @@ def predict(c: Candidate, p: GemmProblem, props: DeviceProperties, cal: Calibrat
             t += cal.launch_s + launch_seconds(cal.rates[pk.name], props.sm_count, occupancy(pk, props),
                                                pk.grid(rows, cols, 0)[0], 0.0, 4.0 * rows * cols,
                                                4.0 * rows * cols, 0)
-        return t + _one_launch(cal, props, spec, m, n, k, flags & ~SLOW_LD)
+        return t + _full_launch(cal, props, spec, m, n, k, flags & ~SLOW_LD)
     t = _whole_waves(cal, props, spec, tail.ctas, k, flags)
     for rect in tail.rects:
         t += rectangle_seconds(rect) if rectangle_seconds is not None else cal.launch_s
@@ -529,7 +529,7 @@ class Floor:
                 kept = self._split_times[spec] = _split_launch(spec, self.p, self.props, self.cal, self.flags)
             return kept[0](kept[1], split, self.reduce_seconds)
         if tail is None and spec.role not in _NOT_ONE_TILE_LAUNCH:
-            # _one_launch inlined, from terms taken once: a call's planning predicts most of its
+            # _full_launch inlined, from terms taken once: a call's planning predicts most of its
             # candidates here, where an extra call and the lookups show in a plan-cache miss.
             launch_s, sm_count, m, n, k, c_bytes = self._launch_terms
             return _tile_launch(launch_s, self.cal.rates[spec.name], sm_count, occupancy(spec, self.props), spec.tile,
