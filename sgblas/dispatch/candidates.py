@@ -194,7 +194,7 @@ def split_refusal(spec: KernelSpec, split: Split, p: GemmProblem, workspace_byte
     return None
 
 
-def _splits(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int,
+def splits_of(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int,
             shared: dict[tuple, list[Split]]) -> list[Split]:
     """The distinct splits ``spec`` (split-K or skinny) may run ``p`` with: those of
     :func:`split_counts` that :func:`split_refusal` accepts (its checks, inlined: this runs for
@@ -248,7 +248,7 @@ def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: Dev
     for spec in legal:
         role = spec.role
         if role == "splitk" or role == "skinny":
-            splits = _splits(spec, p, props, workspace_bytes, shared)
+            splits = splits_of(spec, p, props, workspace_bytes, shared)
             for split in splits:
                 out.append(Candidate(spec, split))
             if not splits:

@@ -350,8 +350,9 @@ def _split_launch(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, cal
         small, large = (m, n) if small_m else (n, m)
         return _skinny_seconds, (launch_s, r, sm_count, occ, tiles, qc, 4 * -(-small // 4), small,
                                  4.0 * k * (large + tiles * small), 4.0 * m * n, flags & ~SLOW_LD)
-    return _splitk_seconds, (launch_s, r, sm_count, occ, spec.tile, ctas(spec, m, n), _reduce.padded_rows(m), n,
-                             flags & ~C_UNALIGNED)
+    bm, bn, bk = spec.tile
+    return _splitk_seconds, (launch_s, r, sm_count, occ, 2.0 * bm * bn, bk, ctas(spec, m, n), 4.0 * (bm + bn),
+                             4.0 * _reduce.padded_rows(m) * n, flags & ~C_UNALIGNED)
 
 
 def _skinny_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], float]) -> float:
@@ -366,9 +367,13 @@ def _skinny_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], 
 
 
 def _splitk_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], float]) -> float:
-    launch_s, r, sm_count, occ, tile, tiles, ldw, n, flags = terms
+    # _tile_launch's sum from terms taken once per variant: a shape's planning times many splits.
+    launch_s, r, sm_count, occ, tile_flops, bk, tiles, tile_loads, partial_bytes, flags = terms
     s, kc = split
-    return _tile_launch(launch_s, r, sm_count, occ, tile, tiles, kc, s, flags, 4.0 * s * ldw * n) + reduce_seconds(s)
+    n_ctas = tiles * s
+    return (launch_s + launch_seconds(r, sm_count, occ, n_ctas, tile_flops * (-(-kc // bk) * bk),
+                                      tile_loads * n_ctas * kc, partial_bytes * s, flags)
+            + reduce_seconds(s))
 
 
 #: The roles whose candidates are not one launch of a tile kernel over the whole problem.
@@ -524,10 +529,8 @@ class Floor:
         it, from what the problem's (and the variant's) candidates share."""
         spec, split, tail = c
         if split is not None:  # a split-K or skinny variant's
-            kept = self._split_times.get(spec)
-            if kept is None:
-                kept = self._split_times[spec] = _split_launch(spec, self.p, self.props, self.cal, self.flags)
-            return kept[0](kept[1], split, self.reduce_seconds)
+            seconds, terms = self.split_terms(spec)
+            return seconds(terms, split, self.reduce_seconds)
         if tail is None and spec.role not in _NOT_ONE_TILE_LAUNCH:
             # _full_launch inlined, from terms taken once: a call's planning predicts most of its
             # candidates here, where an extra call and the lookups show in a plan-cache miss.
@@ -535,6 +538,15 @@ class Floor:
             return _tile_launch(launch_s, self.cal.rates[spec.name], sm_count, occupancy(spec, self.props), spec.tile,
                                 ctas(spec, m, n), k, 1, self.flags, c_bytes)
         return predict(c, self.p, self.props, self.cal, rectangle_seconds, self.flags, self.reduce_seconds)
+
+    def split_terms(self, spec: KernelSpec) -> tuple:
+        """``(function, terms)`` that time split-K or skinny variant ``spec``'s splits of this
+        problem: ``function(terms, split, self.reduce_seconds)`` is :meth:`predict` of its
+        candidate with ``split``."""
+        kept = self._split_times.get(spec)
+        if kept is None:
+            kept = self._split_times[spec] = _split_launch(spec, self.p, self.props, self.cal, self.flags)
+        return kept
 
     def whole_waves(self, c: Candidate) -> float:
         """:func:`predict` of tail plan ``c``'s whole waves alone (``rectangle_seconds``

@@ -224,8 +224,12 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
                 best, best_t = c, t
 
     predict_unsplit(cands)
+    found = False
     if deferred:
-        rest, slices = [], None
+        # Each split is predicted from its variant's shared terms as it is found (bounding and
+        # ordering them cost more than the predictions they saved); a variant is skipped whole
+        # when no split of it can beat the best so far.
+        slices, shared = None, {}
         for spec in splitting:
             if spec.role == "splitk":
                 if slices is None:
@@ -234,12 +238,15 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
                     slices = floor.reduction_bound() < best_t
                 if not slices:
                     continue
-            if floor.variant_bound(spec) < best_t:
-                rest.append(spec)
-        more, _ = _cand.enumerate_candidates(rest, p, props, workspace_bytes, rectangle)
-        cands += more
-        predict_unsplit(more)
-    if not cands:
+            if floor.variant_bound(spec) >= best_t:
+                continue
+            seconds, terms = floor.split_terms(spec)
+            for split in _cand.splits_of(spec, p, props, workspace_bytes, shared):
+                found = True
+                t = seconds(terms, split, floor.reduce_seconds)
+                if t < best_t:
+                    best, best_t = _cand.Candidate(spec, split), t
+    if not cands and not found:
         return Choice(None, refused, tuple(passed))
     # Splits and tail plans cost more to predict; on a call's path, those whose lower bound
     # (:class:`sgblas.dispatch.model.Floor`) cannot beat the best so far are not predicted.
