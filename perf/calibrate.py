@@ -9,6 +9,7 @@ Usage (from the repository root; both forms work)::
     python -m perf.calibrate --from regret.json --holdout --slow-ratio 0  # judge fit settings (no GPU)
     python -m perf.calibrate --only NAME --no-write    # time new rows (and each case's choice) by name
     python -m perf.calibrate --from that.json --extend # add their rates to the entry, the rest held
+    python -m perf.calibrate --from that.json --extend --refit lowk  # and fit the low-K rows anew
 
 The calibration set: ``perf.bench``'s default shapes (square 1024 to 16384 and its five
 rectangles), each in all four transpose pairs with the leading-dimension class turning over
@@ -664,6 +665,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                        help="keep the device's entry in the --write file as it is (launch_s and every variant's "
                             "rates) and fit only the variants it has no rates for (rows added to the registry since "
                             "it was fitted), adding them to it")
+    group.add_argument("--refit", type=lambda text: tuple(w for w in text.split(",") if w), default=(),
+                       metavar="TEXT[,TEXT]",
+                       help="with --extend: also fit the entry's variants whose name holds one of these texts "
+                            "anew from these rows (their old rates dropped), the rest held as they are")
     group.add_argument("--holdout", action="store_true",
                        help="with --from: judge these fit settings by two-fold cross-validation of the choices "
                             "they make (fit one half of the cases, plan the other with it; regret = the choice's "
@@ -692,6 +697,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.out = args.from_[0].parent if args.from_ else results_io.RESULTS_DIR
     if args.holdout and not args.from_:
         parser.error("--holdout judges the fit of earlier rows: give them with --from")
+    if args.refit and not args.extend:
+        parser.error("--refit replaces some of an entry's variants and holds the rest: give it with --extend")
     if args.holdout and args.extend:
         parser.error("--holdout judges fit settings and writes nothing; --extend adds to an entry: give one of them")
     if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
@@ -786,6 +793,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"perf.calibrate: --extend needs an entry for {info['key']} in {_public_path(args.write)}, and it has "
                   f"none", file=sys.stderr)
             return finish(2) if not args.from_ else 2
+        if args.refit:
+            dropped = sorted(n for n in hold["rates"] if any(w in n for w in args.refit))
+            if not dropped:
+                print(f"perf.calibrate: --refit {','.join(args.refit)}: no variant of the {info['key']} entry holds "
+                      f"those texts", file=sys.stderr)
+                return finish(2) if not args.from_ else 2
+            hold = dict(hold, rates={n: v for n, v in hold["rates"].items() if n not in dropped})
     fitted_rows = len(rows) if hold is None else sum(any(v not in hold["rates"] for v in r.variants) for r in rows)
     if not fitted_rows:
         print(f"perf.calibrate: --extend: every variant of these rows has rates in the {info['key']} entry; "

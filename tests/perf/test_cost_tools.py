@@ -451,6 +451,47 @@ def test_extend_fits_only_the_variants_the_entry_lacks(tmp_path, capsys):
     assert info.value.code == 2 and "give one of them" in capsys.readouterr().err
 
 
+def test_refit_fits_the_named_variants_anew_and_holds_the_rest(tmp_path, capsys):
+    from sgblas.dispatch import model
+
+    true = _true_calibration()
+    key = model.device_key(CC, _props())
+    reduce_name = "reduce_splitk_fixed_order_cm_256x4_1s_a4"
+    # The split variant's rates in the entry are three times off; the others are true.
+    held = {"launch_s": true.launch_s, "rates": {n: list(true.rates[n]) for n in (TILE, reduce_name)},
+            "source": {"device": "synthetic device", "seed": 1}}
+    held["rates"][SPLIT] = [3.0 * x for x in true.rates[SPLIT]]
+    target = tmp_path / "calibration.json"
+    target.write_text(json.dumps({"format": 1, "devices": {key: held}}))
+    sweep_file = tmp_path / "sweep_synthetic.json"
+    sweep_file.write_text(json.dumps(_synthetic_doc(17, 60, noise=0.01)))
+    argv = ["--from", str(sweep_file), "--write", str(target), "--out", str(tmp_path / "out"),
+            "--passes", "2", "--max-evals", "150", "--extend"]
+    assert calibrate.main(argv) == 2  # every variant has rates: nothing to fit without --refit
+    assert "nothing to fit" in capsys.readouterr().err
+    assert calibrate.main(argv + ["--refit", "splitk_nn_128x64"]) == 0, capsys.readouterr()
+    entry = model.load_calibrations(str(target))[key]
+    assert entry["launch_s"] == held["launch_s"]
+    assert {n: entry["rates"][n] for n in (TILE, reduce_name)} == {n: held["rates"][n] for n in (TILE, reduce_name)}
+    assert entry["rates"][SPLIT] != held["rates"][SPLIT]
+    (extension,) = entry["source"]["extended"]
+    assert extension["variants"] == [SPLIT]
+    rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
+    split_rows = [r for r in rows if SPLIT in r.variants]
+    fitted = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*entry["rates"][SPLIT])},
+                               True, {})
+    off = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*held["rates"][SPLIT])},
+                            True, {})
+    assert np.median(np.abs(calibrate._errors(split_rows, fitted))) < 0.05 \
+        < np.median(np.abs(calibrate._errors(split_rows, off)))
+    # A text no variant holds, or --refit without --extend: refused with a sentence.
+    assert calibrate.main(argv + ["--refit", "no-such-variant"]) == 2
+    assert "no variant of the" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        calibrate.parse_args(argv[:-1] + ["--refit", "x"])
+    assert info.value.code == 2 and "give it with --extend" in capsys.readouterr().err
+
+
 def test_measuring_run_fits_and_keeps_its_rows(tmp_path, monkeypatch, capsys):
     """``perf.calibrate`` without ``--from``: the sweep's document (here made up) is fitted,
     written, and saved with its rows and the fit."""
