@@ -585,48 +585,87 @@ def _public_path(path: Path) -> str:
 # Command line
 
 
-def holdout(docs: Sequence[dict[str, Any]], rows: Sequence[FitRow], info: dict[str, Any],
-            **fit_args: Any) -> dict[str, Any]:
-    """Two-fold cross-validation of the fit by the choices it makes: the cases (each with every
-    legal candidate timed, as ``perf.regret`` and ``perf.calibrate`` time them) are cut in two
-    halves by turns; each half's rows are fitted (``fit_args`` go to :func:`fit`), and the other
-    half's shapes are planned with those rates. A shape's regret is its choice's measured time
-    over its fastest candidate's. Returns ``{"shapes", "not_timed", "geomean", "p95", "max",
-    "fastest", "worst"}``; ``not_timed`` counts choices the documents have no time for."""
-    from sgblas.dispatch import model, plan
-
-    # Every candidate's time, tail plans too (a choice may be one); the problems are the rows'.
+def _timed_cases(docs: Sequence[dict[str, Any]], rows: Sequence[FitRow]) -> tuple[dict, dict, list]:
+    """Every candidate's measured time by case (tail plans too: a choice may be one), each
+    case's problem (the rows'), and each document's workspace."""
     times: dict[tuple[int, int], dict[str, float]] = {}
     for index, doc in enumerate(docs):
         for r in doc["rows"]:
             if r.get("call") == "candidate" and r.get("status") == "ok" and r.get("seconds"):
                 times.setdefault((index, r["case"]), {})[r["candidate"]] = r["seconds"]
-    problems = {r.case: r.problem for r in rows}
-    workspace = [_device_of(doc)[2] for doc in docs]
-    half = {case: i % 2 for i, case in enumerate(sorted(problems))}
+    return times, {r.case: r.problem for r in rows}, [_device_of(doc)[2] for doc in docs]
+
+
+def _regrets(cases: Sequence[tuple[int, int]], cal: Any, info: dict[str, Any], times: dict, problems: dict,
+             workspace: list) -> tuple[list[tuple[float, str, str, str]], int]:
+    from sgblas.dispatch import plan
+
     regrets: list[tuple[float, str, str, str]] = []
     not_timed = 0
-    for h in (0, 1):
-        result = fit([r for r in rows if half.get(r.case) != h], info["key"], info["cc"], info["props"], **fit_args)
-        cal = model.Calibration(info["key"], result.launch_s, dict(result.rates), True, {})
-        for case, h_case in half.items():
-            if h_case != h:
-                continue
-            p = problems[case]
-            chosen = plan.choose(p, info["props"], workspace[case[0]], quick=True, cal=cal).candidate
-            t = times[case].get(chosen)
-            if t is None:
-                not_timed += 1
-                continue
-            best = min(times[case], key=times[case].get)
-            shape = f"{p.m}x{p.n}x{p.k} {p.transa}{p.transb} ld {p.lda},{p.ldb},{p.ldc}"
-            regrets.append((t / times[case][best], shape, chosen, best))
+    for case in cases:
+        p = problems[case]
+        chosen = plan.choose(p, info["props"], workspace[case[0]], quick=True, cal=cal).candidate
+        t = times[case].get(chosen)
+        if t is None:
+            not_timed += 1
+            continue
+        best = min(times[case], key=times[case].get)
+        shape = f"{p.m}x{p.n}x{p.k} {p.transa}{p.transb} ld {p.lda},{p.ldb},{p.ldc}"
+        regrets.append((t / times[case][best], shape, chosen, best))
+    return regrets, not_timed
+
+
+def _summary(regrets: list[tuple[float, str, str, str]], not_timed: int) -> dict[str, Any]:
     if not regrets:
         raise ValueError("no shape's choice has a measured time")
     values = np.array([r[0] for r in regrets])
     return {"shapes": len(values), "not_timed": not_timed, "geomean": float(np.exp(np.log(values).mean())),
             "p95": float(np.percentile(values, 95)), "max": float(values.max()),
             "fastest": float(np.mean(values <= 1.0)), "worst": sorted(regrets, reverse=True)[:8]}
+
+
+def holdout(docs: Sequence[dict[str, Any]], rows: Sequence[FitRow], info: dict[str, Any],
+            **fit_args: Any) -> dict[str, Any]:
+    """Two-fold cross-validation of the fit by the choices it makes: the cases (each with every
+    legal candidate timed, as ``perf.regret`` and ``perf.calibrate`` time them) are cut in two
+    halves by turns; each half's rows are fitted (``fit_args`` go to :func:`fit`; with ``hold``,
+    only the variants the entry lacks, as ``--extend`` fits them), and the other half's shapes
+    are planned with those rates. A shape's regret is its choice's measured time over its
+    fastest candidate's. Returns ``{"shapes", "not_timed", "geomean", "p95", "max", "fastest",
+    "worst"}``; ``not_timed`` counts choices the documents have no time for."""
+    from sgblas.dispatch import model
+
+    times, problems, workspace = _timed_cases(docs, rows)
+    half = {case: i % 2 for i, case in enumerate(sorted(problems))}
+    regrets: list[tuple[float, str, str, str]] = []
+    not_timed = 0
+    for h in (0, 1):
+        result = fit([r for r in rows if half.get(r.case) != h], info["key"], info["cc"], info["props"], **fit_args)
+        cal = model.Calibration(info["key"], result.launch_s, dict(result.rates), True, {})
+        found, missed = _regrets([case for case, h_case in half.items() if h_case == h], cal, info, times, problems,
+                                 workspace)
+        regrets += found
+        not_timed += missed
+    return _summary(regrets, not_timed)
+
+
+def lookup_regret(docs: Sequence[dict[str, Any]], rows: Sequence[FitRow], info: dict[str, Any],
+                  cal: Any) -> dict[str, Any]:
+    """:func:`holdout`'s figures for the choices that rates ``cal`` make on every case."""
+    times, problems, workspace = _timed_cases(docs, rows)
+    return _summary(*_regrets(sorted(problems), cal, info, times, problems, workspace))
+
+
+def entry_calibration(path: str | Path, info: dict[str, Any]) -> Any:
+    """The calibration file's entry for ``info``'s device, the default rates standing in for the
+    variants it lacks (as :func:`fit` starts them)."""
+    from sgblas.dispatch import model
+    from sgblas.kernels import spec as registry
+
+    entry = json.loads(Path(path).read_text(encoding="utf-8"))["devices"][info["key"]]
+    rates = {s.name: model.default_rates(s, info["cc"], info["props"]) for s in registry.REGISTRY}
+    rates.update({n: model.Rates(*v) for n, v in entry["rates"].items() if n in rates})
+    return model.Calibration(info["key"], float(entry["launch_s"]), rates, True, {})
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -699,8 +738,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--holdout judges the fit of earlier rows: give them with --from")
     if args.refit and not args.extend:
         parser.error("--refit replaces some of an entry's variants and holds the rest: give it with --extend")
-    if args.holdout and args.extend:
-        parser.error("--holdout judges fit settings and writes nothing; --extend adds to an entry: give one of them")
     if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
             or args.slow_ratio < 0 or 0 < args.slow_ratio <= 1:
         parser.error("--random, --passes, --max-evals, --prior, --max-block-rows or --slow-ratio is out of range")
@@ -771,20 +808,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not rows:
         print("perf.calibrate: no row to fit", file=sys.stderr)
         return finish(2) if not args.from_ else 2
-    if args.holdout:
-        try:
-            cv = holdout(docs, rows, info, passes=args.passes, max_evals=args.max_evals, prior=args.prior,
-                         max_block_rows=args.max_block_rows, seed=args.seed, slow_ratio=args.slow_ratio or None,
-                         log=None)
-        except ValueError as exc:
-            print(f"perf.calibrate: {exc}", file=sys.stderr)
-            return 2
-        print(f"held out: {cv['shapes']} shapes ({cv['not_timed']} choices not timed), regret geomean "
-              f"{cv['geomean']:.3f}, p95 {cv['p95']:.3f}, max {cv['max']:.3f}; the choice was the fastest in "
-              f"{cv['fastest']:.1%}")
-        for regret, shape, chosen, best in cv["worst"]:
-            print(f"  {regret:.3f}  {shape}: {chosen}, fastest {best}")
-        return 0
     hold = None
     if args.extend:
         try:
@@ -800,6 +823,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"those texts", file=sys.stderr)
                 return finish(2) if not args.from_ else 2
             hold = dict(hold, rates={n: v for n, v in hold["rates"].items() if n not in dropped})
+    if args.holdout:
+        try:
+            cv = holdout(docs, rows, info, passes=args.passes, max_evals=args.max_evals, prior=args.prior,
+                         max_block_rows=args.max_block_rows, seed=args.seed, slow_ratio=args.slow_ratio or None,
+                         log=None, hold=hold)
+            # An extension is judged beside the entry as it is, on the same shapes (the entry was
+            # not fitted to them when they are a fresh run's).
+            kept = None if hold is None else lookup_regret(docs, rows, info, entry_calibration(args.write, info))
+        except ValueError as exc:
+            print(f"perf.calibrate: {exc}", file=sys.stderr)
+            return 2
+        for what, cv_ in (("held out", cv), ("the entry as it is", kept)):
+            if cv_ is None:
+                continue
+            print(f"{what}: {cv_['shapes']} shapes ({cv_['not_timed']} choices not timed), regret geomean "
+                  f"{cv_['geomean']:.3f}, p95 {cv_['p95']:.3f}, max {cv_['max']:.3f}; the choice was the fastest "
+                  f"in {cv_['fastest']:.1%}")
+            for regret, shape, chosen, best in cv_["worst"]:
+                print(f"  {regret:.3f}  {shape}: {chosen}, fastest {best}")
+        return 0
     fitted_rows = len(rows) if hold is None else sum(any(v not in hold["rates"] for v in r.variants) for r in rows)
     if not fitted_rows:
         print(f"perf.calibrate: --extend: every variant of these rows has rates in the {info['key']} entry; "
