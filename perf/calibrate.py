@@ -860,6 +860,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     entry = calibration_entry(result, rows=fitted_rows, device=docs[0].get("device", {}).get("name"),
                               commit=",".join(commits) if commits else None, seed=seed)
     if hold is not None:
+        if args.refit:  # the record says which variants had rates before and were fitted anew
+            entry["source"]["refitted"] = sorted(entry["rates"])
         entry = extended_entry(hold, entry)
     doc["fit"] = {"key": info["key"], "method": "block-coordinate descent, Nelder-Mead on log-rates, "
                                                 "least squares on log time with a prior toward the default rates",

@@ -494,7 +494,7 @@ def test_refit_fits_the_named_variants_anew_and_holds_the_rest(tmp_path, capsys)
     assert {n: entry["rates"][n] for n in (TILE, reduce_name)} == {n: held["rates"][n] for n in (TILE, reduce_name)}
     assert entry["rates"][SPLIT] != held["rates"][SPLIT]
     (extension,) = entry["source"]["extended"]
-    assert extension["variants"] == [SPLIT]
+    assert extension["variants"] == extension["refitted"] == [SPLIT]
     rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
     split_rows = [r for r in rows if SPLIT in r.variants]
     fitted = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*entry["rates"][SPLIT])},
