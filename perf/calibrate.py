@@ -387,6 +387,15 @@ def _bounds(default: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(lo), np.array(hi), np.array(centre)
 
 
+def _rates_of(entry: dict[str, Any] | None, cc: tuple[int, int], props: Any) -> tuple[dict, dict]:
+    """Every registry variant's default rates, and ``entry``'s rates for those it has."""
+    from sgblas.dispatch import model
+    from sgblas.kernels import spec as registry
+
+    defaults = {s.name: model.default_rates(s, cc, props) for s in registry.REGISTRY}
+    return defaults, {n: model.Rates(*v) for n, v in (entry or {}).get("rates", {}).items() if n in defaults}
+
+
 def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, passes: int = 6,
         max_evals: int = 400, prior: float = 0.01, max_block_rows: int = 2000, seed: int = 0,
         slow_ratio: float | None = None, log: Callable[[str], None] | None = print,
@@ -404,13 +413,10 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
     launch as ``start_s`` does) otherwise zig-zag slowly along the valleys they form together.
     """
     from sgblas.dispatch import model
-    from sgblas.kernels import spec as registry
 
     say = log or (lambda _text: None)
-    defaults = {s.name: model.default_rates(s, cc, props) for s in registry.REGISTRY}
-    rates = dict(defaults)
-    held = {n: model.Rates(*v) for n, v in (hold or {}).get("rates", {}).items() if n in defaults}
-    rates.update(held)
+    defaults, held = _rates_of(hold, cc, props)
+    rates = {**defaults, **held}
     by_variant: dict[str, list[FitRow]] = {}
     for r in rows:
         for v in r.variants:
@@ -660,12 +666,10 @@ def entry_calibration(path: str | Path, info: dict[str, Any]) -> Any:
     """The calibration file's entry for ``info``'s device, the default rates standing in for the
     variants it lacks (as :func:`fit` starts them)."""
     from sgblas.dispatch import model
-    from sgblas.kernels import spec as registry
 
     entry = json.loads(Path(path).read_text(encoding="utf-8"))["devices"][info["key"]]
-    rates = {s.name: model.default_rates(s, info["cc"], info["props"]) for s in registry.REGISTRY}
-    rates.update({n: model.Rates(*v) for n, v in entry["rates"].items() if n in rates})
-    return model.Calibration(info["key"], float(entry["launch_s"]), rates, True, {})
+    defaults, rates = _rates_of(entry, info["cc"], info["props"])
+    return model.Calibration(info["key"], float(entry["launch_s"]), {**defaults, **rates}, True, {})
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -224,7 +224,6 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
                 best, best_t = c, t
 
     predict_unsplit(cands)
-    found = False
     if deferred:
         # Each split is predicted from its variant's shared terms as it is found (bounding and
         # ordering them cost more than the predictions they saved); a variant is skipped whole
@@ -242,11 +241,10 @@ def _by_model(legal: list, refused: tuple, p: GemmProblem, props: _device.Device
                 continue
             seconds, terms = floor.split_terms(spec)
             for split in _cand.splits_of(spec, p, props, workspace_bytes, shared):
-                found = True
                 t = seconds(terms, split, floor.reduce_seconds)
                 if t < best_t:
                     best, best_t = _cand.Candidate(spec, split), t
-    if not cands and not found:
+    if best is None and not later:  # no candidate at all: every prediction is finite
         return Choice(None, refused, tuple(passed))
     # Splits and tail plans cost more to predict; on a call's path, those whose lower bound
     # (:class:`sgblas.dispatch.model.Floor`) cannot beat the best so far are not predicted.

@@ -432,36 +432,57 @@ def test_from_file_writes_a_calibration_that_sgblas_reads(tmp_path, capsys):
     assert "one calibration is of one kind of device" in capsys.readouterr().err
 
 
-def test_extend_fits_only_the_variants_the_entry_lacks(tmp_path, capsys):
+REDUCE = "reduce_splitk_fixed_order_cm_256x4_1s_a4"
+
+
+def _entry_to_extend(tmp_path, split_rates=None):
+    """A calibration file whose entry holds the tile's and the reduction's true rates (and
+    ``split_rates`` for the split variant, when given), synthetic rows of all three, and the
+    ``--extend`` command line that fits them: ``(true calibration, key, entry, file, argv)``."""
     from sgblas.dispatch import model
 
     true = _true_calibration()
     key = model.device_key(CC, _props())
-    reduce_name = "reduce_splitk_fixed_order_cm_256x4_1s_a4"
-    # The entry holds the tile's and the reduction's true rates and a launch gap of its own; the
-    # split variant, which runs on the reduction, is what a row added since would be.
-    held = {"launch_s": true.launch_s, "rates": {n: list(true.rates[n]) for n in (TILE, reduce_name)},
+    held = {"launch_s": true.launch_s, "rates": {n: list(true.rates[n]) for n in (TILE, REDUCE)},
             "source": {"device": "synthetic device", "seed": 1}}
+    if split_rates is not None:
+        held["rates"][SPLIT] = split_rates
     target = tmp_path / "calibration.json"
     target.write_text(json.dumps({"format": 1, "devices": {key: held}}))
     sweep_file = tmp_path / "sweep_synthetic.json"
     sweep_file.write_text(json.dumps(_synthetic_doc(17, 60, noise=0.01)))
     argv = ["--from", str(sweep_file), "--write", str(target), "--out", str(tmp_path / "out"),
             "--passes", "2", "--max-evals", "150", "--extend"]
+    return true, key, held, target, argv
+
+
+def _split_error(true, key: str, launch_s: float, split_rates) -> float:
+    """Median |log error| of the split variant's rows under ``split_rates``, the rest true."""
+    from sgblas.dispatch import model
+
+    rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
+    split_rows = [r for r in rows if SPLIT in r.variants]
+    assert len(split_rows) > 20
+    cal = model.Calibration(key, launch_s, {**true.rates, SPLIT: model.Rates(*split_rates)}, True, {})
+    return float(np.median(np.abs(calibrate._errors(split_rows, cal))))
+
+
+def test_extend_fits_only_the_variants_the_entry_lacks(tmp_path, capsys):
+    from sgblas.dispatch import model
+
+    # The entry holds the tile's and the reduction's true rates and a launch gap of its own; the
+    # split variant, which runs on the reduction, is what a row added since would be.
+    true, key, held, target, argv = _entry_to_extend(tmp_path)
     assert calibrate.main(argv) == 0, capsys.readouterr()
     entry = model.load_calibrations(str(target))[key]
     assert entry["launch_s"] == held["launch_s"]
     assert {n: entry["rates"][n] for n in held["rates"]} == held["rates"]
-    assert set(entry["rates"]) == {TILE, reduce_name, SPLIT}
+    assert set(entry["rates"]) == {TILE, REDUCE, SPLIT}
     (extension,) = entry["source"]["extended"]
     assert extension["variants"] == [SPLIT] and extension["seed"] == 17 and entry["source"]["seed"] == 1
     fit_rows, _ = calibrate.rebuild_rows([_synthetic_doc(17, 60, noise=0.01)])
     assert extension["rows"] == sum(SPLIT in r.variants for r in fit_rows) < len(fit_rows)
-    rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
-    split_rows = [r for r in rows if SPLIT in r.variants]
-    fitted = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*entry["rates"][SPLIT])},
-                               True, {})
-    assert len(split_rows) > 20 and np.median(np.abs(calibrate._errors(split_rows, fitted))) < 0.05
+    assert _split_error(true, key, entry["launch_s"], entry["rates"][SPLIT]) < 0.05
     # Nothing left to fit, or no entry to extend: refused with a sentence.
     assert calibrate.main(argv) == 2
     assert "nothing to fit" in capsys.readouterr().err
@@ -473,36 +494,19 @@ def test_extend_fits_only_the_variants_the_entry_lacks(tmp_path, capsys):
 def test_refit_fits_the_named_variants_anew_and_holds_the_rest(tmp_path, capsys):
     from sgblas.dispatch import model
 
-    true = _true_calibration()
-    key = model.device_key(CC, _props())
-    reduce_name = "reduce_splitk_fixed_order_cm_256x4_1s_a4"
     # The split variant's rates in the entry are three times off; the others are true.
-    held = {"launch_s": true.launch_s, "rates": {n: list(true.rates[n]) for n in (TILE, reduce_name)},
-            "source": {"device": "synthetic device", "seed": 1}}
-    held["rates"][SPLIT] = [3.0 * x for x in true.rates[SPLIT]]
-    target = tmp_path / "calibration.json"
-    target.write_text(json.dumps({"format": 1, "devices": {key: held}}))
-    sweep_file = tmp_path / "sweep_synthetic.json"
-    sweep_file.write_text(json.dumps(_synthetic_doc(17, 60, noise=0.01)))
-    argv = ["--from", str(sweep_file), "--write", str(target), "--out", str(tmp_path / "out"),
-            "--passes", "2", "--max-evals", "150", "--extend"]
+    true, key, held, target, argv = _entry_to_extend(tmp_path, [3.0 * x for x in _true_calibration().rates[SPLIT]])
     assert calibrate.main(argv) == 2  # every variant has rates: nothing to fit without --refit
     assert "nothing to fit" in capsys.readouterr().err
     assert calibrate.main(argv + ["--refit", "splitk_nn_128x64"]) == 0, capsys.readouterr()
     entry = model.load_calibrations(str(target))[key]
     assert entry["launch_s"] == held["launch_s"]
-    assert {n: entry["rates"][n] for n in (TILE, reduce_name)} == {n: held["rates"][n] for n in (TILE, reduce_name)}
+    assert {n: entry["rates"][n] for n in (TILE, REDUCE)} == {n: held["rates"][n] for n in (TILE, REDUCE)}
     assert entry["rates"][SPLIT] != held["rates"][SPLIT]
     (extension,) = entry["source"]["extended"]
     assert extension["variants"] == extension["refitted"] == [SPLIT]
-    rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
-    split_rows = [r for r in rows if SPLIT in r.variants]
-    fitted = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*entry["rates"][SPLIT])},
-                               True, {})
-    off = model.Calibration(key, entry["launch_s"], {**true.rates, SPLIT: model.Rates(*held["rates"][SPLIT])},
-                            True, {})
-    assert np.median(np.abs(calibrate._errors(split_rows, fitted))) < 0.05 \
-        < np.median(np.abs(calibrate._errors(split_rows, off)))
+    assert _split_error(true, key, entry["launch_s"], entry["rates"][SPLIT]) < 0.05 \
+        < _split_error(true, key, entry["launch_s"], held["rates"][SPLIT])
     # A text no variant holds, or --refit without --extend: refused with a sentence.
     assert calibrate.main(argv + ["--refit", "no-such-variant"]) == 2
     assert "no variant of the" in capsys.readouterr().err
