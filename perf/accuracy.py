@@ -312,12 +312,7 @@ def emulated_error(dist: str, k: int, splits: int, m: int, seed: int) -> float:
             # exact product, one rounding: what a fused multiply-add does
             acc = (acc.astype(np.float64) + np.outer(a64[:, kk], b64[kk])).astype(np.float32)
         partials.append(acc)
-    total = None
-    for chain in reduce.order(splits):  # float32 additions in the reduction's fixed order
-        part = partials[chain[0]]
-        for s in chain[1:]:
-            part = part + partials[s]
-        total = part if total is None else total + part
+    total = reduce.fixed_order_sum(partials)  # float32 additions in the reduction's fixed order
     return float(np.linalg.norm(total - ref) / np.linalg.norm(ref))
 
 

@@ -862,6 +862,7 @@ def check_against_cublas(backend: CupyBackend, case: Case, c_sgblas: Any, c_cubl
             "metric": "||C - C_fp64||_F / ||C_fp64||_F, C_fp64 = op(A) op(B) in float64 (CuPy)",
             "sgblas": float(cp.linalg.norm(sg - exact)) / exact_norm if exact_norm else None,
             "cublas": float(cp.linalg.norm(cb - exact)) / exact_norm if exact_norm else None,
+            "exact_norm": exact_norm,
         }
         del a64, b64, op_a, op_b, exact
     del sg, cb

@@ -39,10 +39,12 @@ sweep always adds it, the candidate sgblas chose timed by name; ``--only`` or
 bytes a product must move, 4 (mk + kn + mn) with beta = 0, over the plain call's time are
 compared with a device-to-device copy measured once in the run (``cupy.copyto`` of a buffer of
 ``COPY_L2_MULTIPLE`` times the L2, at least ``COPY_MIN_BYTES``, timed by the same machinery; its
-rate counts the bytes read and written). ``longk`` computes C once per shape and distribution
+rate counts the bytes read and written). ``longk`` computes C per shape and distribution
 (standard normal, and uniform [0, 1), where all terms have one sign), by sgblas and by cuBLAS
 PEDANTIC on the same operands, and compares each with the float64 product of the same float32
-inputs (``perf.bench.check_against_cublas``): ``||C - C64||_F / ||C64||_F``. ``--no-cublas``
+inputs (``perf.bench.check_against_cublas``): ``||C - C64||_F / ||C64||_F``, pooled over fresh
+draws of the operands until about ``ACCURACY_ELEMENTS`` elements of C are compared (a 6 x 1
+product's error is otherwise a coin toss; :func:`accuracy_draws`). ``--no-cublas``
 times and checks sgblas alone (no ratios). Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``,
 with ``--no-cublas``) the run is a dry run of the machinery with host timing and a 1 MiB copy,
 its numbers meaningless.
@@ -102,6 +104,7 @@ __all__ = [
     "class_cases",
     "moved_bytes",
     "class_rows",
+    "accuracy_draws",
     "summarize_class",
     "summarize_accuracy",
     "parse_classes",
@@ -122,6 +125,10 @@ TALLTHIN_MAX_BYTES = 1 << 30
 CLASS_STRIDE = 10000
 DISTRIBUTIONS: tuple[str, ...] = ("normal", "uniform")
 COPY_L2_MULTIPLE = 8
+#: The long-K class compares errors over about this many elements of C, drawing the operands
+#: again for a product with fewer (:func:`accuracy_draws`), at most :data:`MAX_DRAWS` times.
+ACCURACY_ELEMENTS = 1024
+MAX_DRAWS = 256
 COPY_MIN_BYTES = 256 << 20
 SIMULATOR_COPY_BYTES = 1 << 20
 
@@ -430,45 +437,79 @@ def _draw(backend: bench.Backend, sizes: Sequence[int], dist: str, seed: int) ->
     return out
 
 
-def _host_error(backend: bench.Backend, case: sweep.SweepCase, c: Any, a: Any, b: Any) -> tuple[float, int]:
-    """Without cuBLAS (no CuPy): sgblas's error against a float64 product on the host, and the
-    non-finite elements of C."""
+def _host_error(backend: bench.Backend, case: sweep.SweepCase, c: Any, a: Any, b: Any) -> tuple[float, float, int]:
+    """Without cuBLAS (no CuPy): sgblas's error against a float64 product on the host, the
+    product's norm, and the non-finite elements of C."""
     got = bench._fview(backend.to_host(c), case.m, case.n, case.ldc).astype(np.float64)
     a64 = bench._fview(backend.to_host(a), *case.a_dims, case.lda).astype(np.float64)
     b64 = bench._fview(backend.to_host(b), *case.b_dims, case.ldb).astype(np.float64)
     exact = (a64.T if case.transa == "T" else a64) @ (b64.T if case.transb == "T" else b64)
     norm = float(np.linalg.norm(exact))
     diff = float(np.linalg.norm(got - exact))
-    return (diff / norm if norm > 0 else diff), int((~np.isfinite(got)).sum())
+    return (diff / norm if norm > 0 else diff), norm, int((~np.isfinite(got)).sum())
+
+
+def accuracy_draws(m: int, n: int) -> int:
+    """How many independent operand draws the error of an m x n product pools: enough that
+    about :data:`ACCURACY_ELEMENTS` elements of C are compared, at most :data:`MAX_DRAWS`."""
+    return max(1, min(MAX_DRAWS, -(-ACCURACY_ELEMENTS // max(1, m * n))))
+
+
+def _pooled(errors: Sequence[tuple[float, float]]) -> float | None:
+    """The relative Frobenius error of the draws stacked into one matrix, from each draw's
+    ``(relative error, norm of the exact product)``."""
+    num = sum((e * norm) ** 2 for e, norm in errors)
+    den = sum(norm**2 for _, norm in errors)
+    return math.sqrt(num / den) if den > 0 else (math.sqrt(num) if errors else None)
 
 
 def accuracy_row(case: sweep.SweepCase, dist: str, *, sgblas: Any, handle: Any, backend: bench.Backend,
                  cublas: bench.CublasPedantic | None, seed: int) -> dict[str, Any]:
-    """sgblas's and cuBLAS's relative Frobenius errors against float64 on one case's operands
-    drawn from ``dist``."""
+    """sgblas's and cuBLAS's relative Frobenius errors against float64 on operands drawn from
+    ``dist``, pooled over :func:`accuracy_draws` independent draws (the error of C's few
+    elements alone is mostly chance: one draw of a 6 x 1 product can put either library 2x
+    ahead); ``worse_draws`` counts the draws where sgblas's error alone was the larger."""
     row: dict[str, Any] = {"class": case.shape_set, **sweep._case_fields(case), "dist": dist, "status": "error",
                            "reason": None, "chosen": None, "kernel": None, "sgblas_error": None,
-                           "cublas_error": None, "error_ratio": None, "sgblas_vs_cublas": None}
+                           "cublas_error": None, "error_ratio": None, "sgblas_vs_cublas": None,
+                           "draws": accuracy_draws(case.m, case.n), "worse_draws": None}
     oa, ob, oc = case.offsets
-    drawn = _draw(backend, case.allocated[:2], dist, bench._seed(seed, case.index, DISTRIBUTIONS.index(dist)))
-    a, b = drawn[0][oa:], drawn[1][ob:]
-    c = backend.nan_filled(case.allocated[2])[oc:]  # a NaN left in C shows as non-finite
-    backend.synchronize()
-    ex = sgblas.explain(handle, case.transa, case.transb, case.m, case.n, case.k, a, case.lda, b, case.ldb,
-                        c, case.ldc)
-    row.update(chosen=ex.candidate, kernel=ex.kernel)
-    bench.sgblas_call(sgblas, handle, case, a, b, c)
-    backend.synchronize()
-    if cublas is not None:
-        c_cb = backend.nan_filled(case.allocated[2])[oc:]
+    sg_errors: list[tuple[float, float]] = []
+    cb_errors: list[tuple[float, float]] = []
+    nonfinite = 0
+    vs_cublas = 0.0
+    for draw in range(row["draws"]):
+        parts = (case.index, DISTRIBUTIONS.index(dist)) + ((draw,) if draw else ())
+        drawn = _draw(backend, case.allocated[:2], dist, bench._seed(seed, *parts))
+        a, b = drawn[0][oa:], drawn[1][ob:]
+        c = backend.nan_filled(case.allocated[2])[oc:]  # a NaN left in C shows as non-finite
         backend.synchronize()
-        cublas(case, sweep._pointer(a), sweep._pointer(b), sweep._pointer(c_cb))
-        check = bench.check_against_cublas(backend, case, c, c_cb, a, b, math.inf, fp64=True)
-        row.update(sgblas_error=check["fp64"]["sgblas"], cublas_error=check["fp64"]["cublas"],
-                   sgblas_vs_cublas=check["rel_error"])
-        nonfinite = check["nonfinite_sgblas"]
-    else:
-        row["sgblas_error"], nonfinite = _host_error(backend, case, c, a, b)
+        if draw == 0:
+            ex = sgblas.explain(handle, case.transa, case.transb, case.m, case.n, case.k, a, case.lda, b,
+                                case.ldb, c, case.ldc)
+            row.update(chosen=ex.candidate, kernel=ex.kernel)
+        bench.sgblas_call(sgblas, handle, case, a, b, c)
+        backend.synchronize()
+        if cublas is not None:
+            c_cb = backend.nan_filled(case.allocated[2])[oc:]
+            backend.synchronize()
+            cublas(case, sweep._pointer(a), sweep._pointer(b), sweep._pointer(c_cb))
+            check = bench.check_against_cublas(backend, case, c, c_cb, a, b, math.inf, fp64=True)
+            fp64 = check["fp64"]
+            if fp64["sgblas"] is not None:
+                sg_errors.append((fp64["sgblas"], fp64["exact_norm"]))
+                cb_errors.append((fp64["cublas"], fp64["exact_norm"]))
+            vs_cublas = max(vs_cublas, check["rel_error"])
+            nonfinite += check["nonfinite_sgblas"]
+        else:
+            err, norm, bad = _host_error(backend, case, c, a, b)
+            sg_errors.append((err, norm))
+            nonfinite += bad
+        del drawn, a, b, c
+    row["sgblas_error"] = _pooled(sg_errors)
+    if cublas is not None:
+        row.update(cublas_error=_pooled(cb_errors), sgblas_vs_cublas=vs_cublas,
+                   worse_draws=sum(s > c for (s, _), (c, _) in zip(sg_errors, cb_errors)))
     sg, cb = row["sgblas_error"], row["cublas_error"]
     if sg is not None and cb is not None:
         row["error_ratio"] = sg / cb if cb > 0 else (1.0 if sg == 0 else None)
@@ -545,6 +586,8 @@ def _accuracy_progress(row: dict[str, Any]) -> str:
     if row["status"] in ("error", "skipped"):
         return f"{row['status']}: {row.get('reason')}"
     text = f"sgblas {_err(row['sgblas_error'])}  cuBLAS {_err(row['cublas_error'])}  [{row['chosen']}]"
+    if row.get("draws", 1) > 1:
+        text += f"  ({row['draws']} draws, sgblas's error the larger in {row['worse_draws']})"
     if row["status"] != "ok":
         text += f"  {row['status'].upper()}: {row['reason']}"
     return text

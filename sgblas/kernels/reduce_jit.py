@@ -9,7 +9,7 @@ from __future__ import annotations
 from numba import cuda, float32, int64, uint32
 
 from sgblas.kernels import memory
-from sgblas.kernels.reduce import GROUP, THREADS
+from sgblas.kernels.reduce import GROUP, RUN, THREADS
 
 __all__: list[str] = []  # private: built through sgblas.kernels.spec
 
@@ -26,9 +26,9 @@ def _make(after_grid: bool):
     instruction."""
 
     def _reduce(m, n, splits, W, ldw, beta, C, ldc, c_vec):
-        """C[i, j] = (W_0 + ... + W_7) + (W_8 + ... + W_15) + ... + beta * C[i, j], each group of
-        GROUP partials summed left to right, then the group sums left to right; C unread when
-        beta == 0."""
+        """C[i, j] = ((W_0 + ... + W_7) + ... + (W_24 + ... + W_31)) + ((W_32 + ...) + ...) + ...
+        + beta * C[i, j]: each group of GROUP partials summed left to right, each run of RUN
+        group sums left to right, then the runs' sums left to right; C unread when beta == 0."""
         if after_grid:
             grid_dependency_wait()  # the partials are the previous grid's: wait for them
         um = uint32(m)
@@ -38,6 +38,7 @@ def _make(after_grid: bool):
         step = uint32(cuda.gridDim.x) * uint32(THREADS)
         sstride = int64(ldw) * int64(n)  # elements from one partial to the next
         ns = int64(splits)
+        span = int64(GROUP * RUN)
         beta = float32(beta)  # the simulator passes a Python float; the device already has float32
         zero = beta == float32(0)
         vec = c_vec != 0
@@ -48,6 +49,7 @@ def _make(after_grid: bool):
             c = int64(j) * int64(ldc) + int64(r)
             if r + uint32(4) <= um:
                 x0 = x1 = x2 = x3 = float32(0)
+                z0 = z1 = z2 = z3 = float32(0)
                 s = int64(0)
                 while s < ns:
                     e = min(s + int64(GROUP), ns)
@@ -86,13 +88,23 @@ def _make(after_grid: bool):
                         y3 += p3
                         t += 1
                         w += sstride
-                    if s == 0:  # the first group's sum as it is (0 + y could turn -0 into +0)
-                        x0, x1, x2, x3 = y0, y1, y2, y3
+                    # A run's first group sum, and the first run's sum, as they are (0 + y could
+                    # turn -0 into +0).
+                    if s % span == 0:
+                        z0, z1, z2, z3 = y0, y1, y2, y3
                     else:
-                        x0 += y0
-                        x1 += y1
-                        x2 += y2
-                        x3 += y3
+                        z0 += y0
+                        z1 += y1
+                        z2 += y2
+                        z3 += y3
+                    if e == ns or e % span == 0:
+                        if s < span:
+                            x0, x1, x2, x3 = z0, z1, z2, z3
+                        else:
+                            x0 += z0
+                            x1 += z1
+                            x2 += z2
+                            x3 += z3
                     s = e
                 if vec:
                     if zero:
@@ -115,6 +127,7 @@ def _make(after_grid: bool):
                 for el in range(4):
                     if r + uint32(el) < um:
                         x = float32(0)
+                        z = float32(0)
                         ws = w + el
                         s = int64(0)
                         while s < ns:
@@ -126,10 +139,15 @@ def _make(after_grid: bool):
                                 y += ldg1(W, ws)
                                 ws += sstride
                                 t += 1
-                            if s == 0:
-                                x = y
+                            if s % span == 0:
+                                z = y
                             else:
-                                x += y
+                                z += y
+                            if e == ns or e % span == 0:
+                                if s < span:
+                                    x = z
+                                else:
+                                    x += z
                             s = e
                         if zero:
                             C[c + el] = x

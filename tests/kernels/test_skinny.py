@@ -69,12 +69,7 @@ def _run(cfg, m, n, k, alpha, beta, splits, ops) -> np.ndarray:
     kern(np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), d_a, np.int32(ops.lda), d_b,
          np.int32(ops.ldb), np.float32(0.0), d_w, np.int32(ldw), np.int32(chunk))
     w = d_w.copy_to_host().reshape(splits, n, ldw)[:, :, :m]
-    total = None
-    for chain in reduce.order(splits):
-        part = w[chain[0]].copy()
-        for s in chain[1:]:
-            part = part + w[s]
-        total = part if total is None else total + part
+    total = reduce.fixed_order_sum(list(w))
     got = ops.C.copy()
     for j in range(n):
         col = got[j * ops.ldc: j * ops.ldc + m]

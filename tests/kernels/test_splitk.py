@@ -73,15 +73,40 @@ def _in_order(w: np.ndarray, m: int, order) -> np.ndarray:
 
 
 def _in_fixed_order(w: np.ndarray, m: int) -> np.ndarray:
-    """The reduction's sum: each chain of reduce.order in order, then the chains' sums."""
-    sums = [_in_order(w, m, chain) for chain in reduce.order(w.shape[0])]
-    return _in_order(np.stack(sums), m, range(len(sums)))
+    """The reduction's sum, as the host's model of it adds the partials."""
+    return reduce.fixed_order_sum([w[s, :, :m] for s in range(w.shape[0])])
 
 
-def test_the_order_is_chains_of_eight():
-    assert reduce.order(1) == [range(0, 1)]
-    assert reduce.order(8) == [range(0, 8)]
-    assert reduce.order(20) == [range(0, 8), range(8, 16), range(16, 20)]
+def test_the_order_is_chains_of_eight_in_runs_of_four():
+    assert reduce.order(1) == [[range(0, 1)]]
+    assert reduce.order(8) == [[range(0, 8)]]
+    assert reduce.order(20) == [[range(0, 8), range(8, 16), range(16, 20)]]
+    assert reduce.order(70) == [[range(0, 8), range(8, 16), range(16, 24), range(24, 32)],
+                                [range(32, 40), range(40, 48), range(48, 56), range(56, 64)],
+                                [range(64, 70)]]
+    # Every partial once, in ascending order.
+    for splits in (1, 7, 33, 128):
+        assert [s for run in reduce.order(splits) for g in run for s in g] == list(range(splits))
+
+
+def test_the_host_model_adds_in_that_order():
+    # Scalars chosen so that each bracketing rounds differently: 1 + 2**-24 is lost alone.
+    tiny, one = np.float32(2.0**-24), np.float32(1.0)
+    assert reduce.fixed_order_sum([one] + [tiny] * 7) == one  # one chain: each tiny is lost
+    # The second group adds its small terms first: 8 + 2**-19, where one chain keeps 8.
+    got = reduce.fixed_order_sum([one] * 8 + [np.float32(2.0**-22)] * 8)
+    assert got == np.float32(8.0 + 2.0**-19) and np.float32(8.0) + np.float32(2.0**-22) == np.float32(8.0)
+    partials = [np.float32(v) for v in np.random.default_rng(7).standard_normal(45)]
+    want = ((sum_chain(partials[0:8]) + sum_chain(partials[8:16]) + sum_chain(partials[16:24])
+             + sum_chain(partials[24:32])) + (sum_chain(partials[32:40]) + sum_chain(partials[40:45])))
+    assert reduce.fixed_order_sum(partials) == want
+
+
+def sum_chain(xs):
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = acc + x
+    return acc
 
 
 def _run_reduce(m: int, n: int, w: np.ndarray, ldw: int, beta: float, c: np.ndarray, ldc: int,
@@ -94,7 +119,7 @@ def _run_reduce(m: int, n: int, w: np.ndarray, ldw: int, beta: float, c: np.ndar
     return d_c.copy_to_host()
 
 
-@pytest.mark.parametrize("splits", [1, 2, 5, 9, 17, 22])
+@pytest.mark.parametrize("splits", [1, 2, 5, 9, 17, 22, 41])
 @pytest.mark.parametrize("m, c_vec", [(8, 1), (7, 0), (13, 1), (1, 0)])
 def test_reduction_sums_in_split_order_bit_for_bit(splits, m, c_vec):
     n, seed = 5, _seed("order", splits, m, c_vec)
@@ -116,6 +141,11 @@ def test_reduction_sums_in_split_order_bit_for_bit(splits, m, c_vec):
         # ... and so does one chain over all partials.
         chain = _in_order(w, m, range(splits))
         assert (chain.view(np.uint32) != want.view(np.uint32)).any()
+    if splits > reduce.GROUP * reduce.RUN + 1:
+        # ... and two levels, without the runs.
+        sums = [_in_order(w, m, g) for run in reduce.order(splits) for g in run]
+        two = _in_order(np.stack(sums), m, range(len(sums)))
+        assert (two.view(np.uint32) != want.view(np.uint32)).any()
 
 
 @pytest.mark.parametrize("c_vec", [0, 1])

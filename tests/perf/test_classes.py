@@ -236,6 +236,17 @@ def test_bandwidth_summary_copy_share():
     assert "copy share" in classes.class_table(cls, rows) and "90%" in classes.class_table(cls, rows)
 
 
+def test_small_products_pool_their_errors_over_draws():
+    assert classes.accuracy_draws(2000, 2000) == 1
+    assert classes.accuracy_draws(32, 32) == 1
+    assert classes.accuracy_draws(6, 1) == -(-classes.ACCURACY_ELEMENTS // 6)
+    assert classes.accuracy_draws(1, 1) == classes.MAX_DRAWS
+    # The pooled error is the stacked matrices' relative Frobenius norm.
+    pooled = classes._pooled([(0.1, 3.0), (0.2, 4.0)])
+    assert pooled == pytest.approx(math.hypot(0.3, 0.8) / 5.0)
+    assert classes._pooled([(0.5, 2.0)]) == pytest.approx(0.5)
+
+
 def test_accuracy_summary():
     cls = classes._BY_NAME["longk"]
 
