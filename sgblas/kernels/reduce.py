@@ -38,7 +38,7 @@ from typing import Any, Iterable, Sequence
 __all__ = ["NAME", "THREADS", "BLOCK", "LAUNCH_BOUNDS", "MAX_GROUPS", "GROUP", "RUN", "padded_rows", "grid", "order",
            "fixed_order_sum"]
 
-#: Partials summed in one chain before the chains' sums are added (see the module doc).
+#: Partials summed in one chain (a group) before the group sums are added (see the module doc).
 GROUP: int = 8
 #: Group sums added in one chain before the runs' sums are added.
 RUN: int = 4
