@@ -240,6 +240,7 @@ def test_fit_recovers_known_rates():
     assert np.median(errors) < 0.02 and np.percentile(errors, 90) < 0.04 and errors.max() < 0.2
 
 
+@pytest.mark.slow  # about 40 s on two cores: the default run's longest test, so CI's critical path
 def test_holdout_judges_a_fit_by_the_choices_it_makes(capsys):
     """A fit of one half of the cases plans the other: with rows that follow the model, the held-out
     choices are the fastest, or within the noise of it."""
