@@ -457,10 +457,13 @@ def accuracy_draws(m: int, n: int) -> int:
 
 def _pooled(errors: Sequence[tuple[float, float]]) -> float | None:
     """The relative Frobenius error of the draws stacked into one matrix, from each draw's
-    ``(relative error, norm of the exact product)``."""
-    num = sum((e * norm) ** 2 for e, norm in errors)
+    ``(error, norm of the exact product)``, the error relative where that norm is nonzero and
+    absolute where it is zero (as :func:`_host_error` gives it); absolute when every norm is."""
+    if not errors:
+        return None
+    num = sum((e * norm if norm > 0 else e) ** 2 for e, norm in errors)
     den = sum(norm**2 for _, norm in errors)
-    return math.sqrt(num / den) if den > 0 else (math.sqrt(num) if errors else None)
+    return math.sqrt(num / den) if den > 0 else math.sqrt(num)
 
 
 def accuracy_row(case: sweep.SweepCase, dist: str, *, sgblas: Any, handle: Any, backend: bench.Backend,

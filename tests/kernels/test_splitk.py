@@ -23,6 +23,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 import zlib
 
 import numpy as np
@@ -97,16 +99,10 @@ def test_the_host_model_adds_in_that_order():
     got = reduce.fixed_order_sum([one] * 8 + [np.float32(2.0**-22)] * 8)
     assert got == np.float32(8.0 + 2.0**-19) and np.float32(8.0) + np.float32(2.0**-22) == np.float32(8.0)
     partials = [np.float32(v) for v in np.random.default_rng(7).standard_normal(45)]
-    want = ((sum_chain(partials[0:8]) + sum_chain(partials[8:16]) + sum_chain(partials[16:24])
-             + sum_chain(partials[24:32])) + (sum_chain(partials[32:40]) + sum_chain(partials[40:45])))
+    chain = functools.partial(functools.reduce, operator.add)  # left to right
+    want = ((chain(partials[0:8]) + chain(partials[8:16]) + chain(partials[16:24]) + chain(partials[24:32]))
+            + (chain(partials[32:40]) + chain(partials[40:45])))
     assert reduce.fixed_order_sum(partials) == want
-
-
-def sum_chain(xs):
-    acc = xs[0]
-    for x in xs[1:]:
-        acc = acc + x
-    return acc
 
 
 def _run_reduce(m: int, n: int, w: np.ndarray, ldw: int, beta: float, c: np.ndarray, ldc: int,

@@ -245,6 +245,8 @@ def test_small_products_pool_their_errors_over_draws():
     pooled = classes._pooled([(0.1, 3.0), (0.2, 4.0)])
     assert pooled == pytest.approx(math.hypot(0.3, 0.8) / 5.0)
     assert classes._pooled([(0.5, 2.0)]) == pytest.approx(0.5)
+    assert classes._pooled([(0.25, 0.0)]) == pytest.approx(0.25)  # a zero product: the absolute error
+    assert classes._pooled([]) is None
 
 
 def test_accuracy_summary():
