@@ -443,11 +443,13 @@ class Floor:
 
     @property
     def fastest(self) -> float:
-        """The largest FLOP rate of the variants: what a tail plan's rectangles are bounded by
-        (taken when one is first bounded: most problems have no tail plan)."""
+        """The largest FLOP rate of the variants, each divided by the slow layout's factor
+        where that is below 1 and applies: what a tail plan's rectangles are bounded by (taken
+        when one is first bounded: most problems have no tail plan)."""
         if self._fastest is None:
-            rates = self.cal.rates
-            self._fastest = max(rates[s.name].flops for s in self.specs)
+            rates, slow = self.cal.rates, self.flags & SLOW_LD
+            self._fastest = max(r.flops / (r.slow_ld if slow and r.slow_ld < 1.0 and s.role != "skinny" else 1.0)
+                                for s in self.specs for r in (rates[s.name],))
         return self._fastest
 
     def _work(self, m: int, n: int, k: int, flops: float) -> float:
@@ -504,12 +506,17 @@ class Floor:
 
     def _launch_bound(self, spec: KernelSpec) -> float:
         """At most the time of ``spec``'s launch for the whole problem: the launch gap, its start,
-        one round's ``cta_s`` and the work at the variant's full rate on every SM."""
+        one round's ``cta_s`` and the work at the variant's full rate on every SM, times the
+        slow layout's factor where the prediction applies it and it is below 1 (a fit may
+        find a variant faster at those leading dimensions)."""
         t = self._launch_bounds.get(spec)
         if t is None:
             p, cal = self.p, self.cal
             r = cal.rates[spec.name]
-            t = self._launch_bounds[spec] = cal.launch_s + r.start_s + r.cta_s + self._work(p.m, p.n, p.k, r.flops)
+            compute = r.cta_s + self._work(p.m, p.n, p.k, r.flops)
+            if self.flags & SLOW_LD and r.slow_ld < 1.0 and spec.role != "skinny":  # skinny: no layout factor
+                compute *= r.slow_ld
+            t = self._launch_bounds[spec] = cal.launch_s + r.start_s + compute
         return t
 
     def reduce_seconds(self, splits: int) -> float:
