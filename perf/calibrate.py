@@ -50,8 +50,11 @@ each variant's row count and median absolute log error before (default rates) an
 about 2000 rows made from perturbed default rates with 3% noise, the fit takes about 30 s and
 lands at the noise; 4000 rows, about a minute.
 
-Writes the entry ``{"launch_s", "rates": {variant: [9 floats in RATE_FIELDS order]}, "source":
-{date, commit, device, rows, seed, median_abs_error}}`` under the device's key (``sm_90/132/6016b`` on an H200)
+The model's fill exponent (``--fill``, :data:`DEFAULT_FILL` unless given; 0: the hard minimum)
+is the same for every variant and is not fitted; ``--extend`` keeps the entry's.
+
+Writes the entry ``{"launch_s", "fill" (when not 0), "rates": {variant: [9 floats in RATE_FIELDS
+order]}, "source": {date, commit, device, rows, seed, median_abs_error}}`` under the device's key (``sm_90/132/6016b`` on an H200)
 into ``{"format": 1, "devices": {...}}`` at ``--write`` (default: the package's
 ``sgblas/dispatch/calibration.json``), keeping the file's other devices; and
 ``perf/results/calibrate_<UTC date-time>_<device>.json`` with the sweep's rows and the fit's
@@ -138,6 +141,10 @@ _TIME_FLOOR = 1e-7
 _LAUNCH_BOUNDS = (1e-8, 1e-3)
 #: Rates per variant.
 _N = len(_RATE_BOUNDS)
+#: The model's fill exponent of a fresh fit (``--fill``): each of two H100 regret runs (seeds
+#: 3131 and 5959) fitted alone and judged on the other chose better with it than with the hard
+#: minimum (docs/design.md, "The cost model").
+DEFAULT_FILL = 2.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,6 +364,7 @@ class FitResult(NamedTuple):
     before: float                  # median |log error| over all rows, default rates
     after: float
     passes: list[dict[str, Any]]   # per pass: median |log error|, seconds, evaluations
+    fill: float = 0.0              # the model's fill exponent the rates were fitted with
 
 
 def median_abs_log_error(rows: Sequence[FitRow], cal: Any) -> float:
@@ -387,23 +395,29 @@ def _bounds(default: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(lo), np.array(hi), np.array(centre)
 
 
-def _rates_of(entry: dict[str, Any] | None, cc: tuple[int, int], props: Any) -> tuple[dict, dict]:
-    """Every registry variant's default rates, and ``entry``'s rates for those it has."""
+def _rates_of(entry: dict[str, Any] | None, cc: tuple[int, int], props: Any,
+              fill: float | None = None) -> tuple[dict, dict]:
+    """Every registry variant's default rates, and ``entry``'s rates for those it has, all with
+    the model's ``fill`` exponent (by default the entry's)."""
     from sgblas.dispatch import model
     from sgblas.kernels import spec as registry
 
-    defaults = {s.name: model.default_rates(s, cc, props) for s in registry.REGISTRY}
-    return defaults, {n: model.Rates(*v) for n, v in (entry or {}).get("rates", {}).items() if n in defaults}
+    if fill is None:
+        fill = float((entry or {}).get("fill", 0.0))
+    defaults = {s.name: model.default_rates(s, cc, props)._replace(fill=fill) for s in registry.REGISTRY}
+    return defaults, {n: model.Rates(*v, fill=fill) for n, v in (entry or {}).get("rates", {}).items() if n in defaults}
 
 
 def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, passes: int = 6,
         max_evals: int = 400, prior: float = 0.01, max_block_rows: int = 2000, seed: int = 0,
         slow_ratio: float | None = None, log: Callable[[str], None] | None = print,
-        hold: dict[str, Any] | None = None) -> FitResult:
+        hold: dict[str, Any] | None = None, fill: float = DEFAULT_FILL) -> FitResult:
     """Block-coordinate descent over ``launch_s`` and each variant's rates (module docstring).
 
     ``hold``: a calibration entry (``{"launch_s", "rates"}``) whose ``launch_s`` and rates stay
-    as they are; only the variants it has no rates for are fitted (``--extend``).
+    as they are; only the variants it has no rates for are fitted (``--extend``), in the
+    entry's form of the model (its ``fill``). ``fill``: the model's fill exponent otherwise
+    (:mod:`sgblas.dispatch.model`; 0: the hard minimum).
 
     Each pass fits ``launch_s`` (a one-dimensional search over every row), then each variant's
     eight rates over the rows that depend on it, most rows first. From the second pass on, a
@@ -415,7 +429,9 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
     from sgblas.dispatch import model
 
     say = log or (lambda _text: None)
-    defaults, held = _rates_of(hold, cc, props)
+    if hold is not None:
+        fill = float(hold.get("fill", 0.0))
+    defaults, held = _rates_of(hold, cc, props, fill)
     rates = {**defaults, **held}
     by_variant: dict[str, list[FitRow]] = {}
     for r in rows:
@@ -460,12 +476,12 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
 
     def state() -> np.ndarray:
         return np.concatenate([[math.log(now["cal"].launch_s)]]
-                              + [np.log(np.maximum(np.array(rates[v], dtype=float), 1e-300)) for v in order])
+                              + [np.log(np.maximum(np.array(rates[v][:_N], dtype=float), 1e-300)) for v in order])
 
     def set_state(x: np.ndarray) -> None:
         now["cal"] = now["cal"]._replace(launch_s=math.exp(float(x[0])))
         for i, v in enumerate(order):
-            rates[v] = model.Rates(*np.exp(x[1 + _N * i:1 + _N * (i + 1)]).tolist())
+            rates[v] = model.Rates(*np.exp(x[1 + _N * i:1 + _N * (i + 1)]).tolist(), fill=fill)
 
     def total(x: np.ndarray) -> float:
         set_state(x)
@@ -492,16 +508,16 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
             block_v = sample(by_variant[v])
 
             def loss(x: np.ndarray, v: str = v, block_v: list[FitRow] = block_v) -> float:
-                rates[v] = model.Rates(*np.exp(x).tolist())
+                rates[v] = model.Rates(*np.exp(x).tolist(), fill=fill)
                 return sse(block_v, now["cal"]) + penalty(v, x)
 
-            start = np.log(np.maximum(np.array(rates[v], dtype=float), 1e-300))  # a default of 0: the bound
+            start = np.log(np.maximum(np.array(rates[v][:_N], dtype=float), 1e-300))  # a default of 0: the bound
             if number == 1:
                 start, _, n = coordinate_scan(loss, start, box[v][0], box[v][1])
                 evals += n
             x, _, n = nelder_mead(loss, start, _STEP, box[v][0], box[v][1], max_evals=max_evals)
             evals += n
-            rates[v] = model.Rates(*np.exp(x).tolist())
+            rates[v] = model.Rates(*np.exp(x).tolist(), fill=fill)
         x_now = state()
         moved = 0.0
         if x_last is not None:
@@ -523,9 +539,10 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
     report = []
     for v in order:
         report.append({"variant": v, "rows": len(by_variant[v]), "before": before_rows[v],
-                       "after": median_abs_log_error(by_variant[v], cal), "rates": list(rates[v]),
-                       "default": list(defaults[v])})
-    return FitResult(cal.launch_s, rates, tuple(order), report, before, median_abs_log_error(rows, cal), history)
+                       "after": median_abs_log_error(by_variant[v], cal), "rates": list(rates[v][:_N]),
+                       "default": list(defaults[v][:_N])})
+    return FitResult(cal.launch_s, rates, tuple(order), report, before, median_abs_log_error(rows, cal), history,
+                     fill)
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,7 +558,8 @@ def calibration_entry(result: FitResult, *, rows: int, device: str | None, commi
 
     return {
         "launch_s": short(result.launch_s),
-        "rates": {v: [short(x) for x in result.rates[v]] for v in sorted(result.fitted)},
+        **({"fill": result.fill} if result.fill else {}),
+        "rates": {v: [short(x) for x in result.rates[v][:_N]] for v in sorted(result.fitted)},
         "source": {"date": date or results_io.utc_now().isoformat(), "commit": commit, "device": device,
                    "rows": rows, "seed": seed, "median_abs_error": float(result.after)},
     }
@@ -555,8 +573,8 @@ def extended_entry(held: dict[str, Any], added: dict[str, Any]) -> dict[str, Any
         raise ValueError(f"the extension refits variants the entry already has: {', '.join(clash)}")
     source = dict(held.get("source", {}))
     source["extended"] = list(source.get("extended", [])) + [dict(added["source"], variants=sorted(added["rates"]))]
-    return {"launch_s": held["launch_s"], "rates": dict(sorted({**held["rates"], **added["rates"]}.items())),
-            "source": source}
+    return {"launch_s": held["launch_s"], **({"fill": held["fill"]} if "fill" in held else {}),
+            "rates": dict(sorted({**held["rates"], **added["rates"]}.items())), "source": source}
 
 
 def write_calibration(path: str | Path, key: str, entry: dict[str, Any]) -> None:
@@ -716,6 +734,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                        help="with --from: judge these fit settings by two-fold cross-validation of the choices "
                             "they make (fit one half of the cases, plan the other with it; regret = the choice's "
                             "measured time over the fastest), print it and write nothing")
+    group.add_argument("--fill", type=float, default=None, metavar="Q",
+                       help="the model's soft-minimum exponent for a partial round of CTAs (0: the hard minimum; "
+                            f"default: {DEFAULT_FILL:g}; with --extend, the entry's own)")
     group.add_argument("--passes", type=int, default=6, metavar="N",
                        help="passes of block-coordinate descent (default: 6)")
     group.add_argument("--max-evals", type=int, default=400, metavar="N",
@@ -743,8 +764,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.refit and not args.extend:
         parser.error("--refit replaces some of an entry's variants and holds the rest: give it with --extend")
     if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
-            or args.slow_ratio < 0 or 0 < args.slow_ratio <= 1:
-        parser.error("--random, --passes, --max-evals, --prior, --max-block-rows or --slow-ratio is out of range")
+            or args.slow_ratio < 0 or 0 < args.slow_ratio <= 1 or (args.fill is not None and args.fill < 0):
+        parser.error("--random, --passes, --max-evals, --prior, --max-block-rows, --slow-ratio or --fill is out of range")
     return args
 
 
@@ -827,11 +848,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"those texts", file=sys.stderr)
                 return finish(2) if not args.from_ else 2
             hold = dict(hold, rates={n: v for n, v in hold["rates"].items() if n not in dropped})
+    fill = DEFAULT_FILL if args.fill is None else args.fill
+    if hold is not None:
+        held_fill = float(hold.get("fill", 0.0))
+        if args.fill is not None and args.fill != held_fill:
+            print(f"perf.calibrate: --fill {args.fill:g}: the {info['key']} entry's rates are fitted with fill "
+                  f"{held_fill:g}, and --extend keeps its form", file=sys.stderr)
+            return finish(2) if not args.from_ else 2
+        fill = held_fill
     if args.holdout:
         try:
             cv = holdout(docs, rows, info, passes=args.passes, max_evals=args.max_evals, prior=args.prior,
                          max_block_rows=args.max_block_rows, seed=args.seed, slow_ratio=args.slow_ratio or None,
-                         log=None, hold=hold)
+                         log=None, hold=hold, fill=fill)
             # An extension is judged beside the entry as it is, on the same shapes (the entry was
             # not fitted to them when they are a fresh run's).
             kept = None if hold is None else lookup_regret(docs, rows, info, entry_calibration(args.write, info))
@@ -855,7 +884,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     result = fit(rows, info["key"], info["cc"], info["props"], passes=args.passes, max_evals=args.max_evals,
                  prior=args.prior, max_block_rows=args.max_block_rows, seed=args.seed,
-                 slow_ratio=args.slow_ratio or None, hold=hold)
+                 slow_ratio=args.slow_ratio or None, hold=hold, fill=fill)
     fit_s = time.perf_counter() - t0
     print()
     print(_report_table(result))
@@ -870,6 +899,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["fit"] = {"key": info["key"], "method": "block-coordinate descent, Nelder-Mead on log-rates, "
                                                 "least squares on log time with a prior toward the default rates",
                   "passes": args.passes, "max_evals": args.max_evals, "prior": args.prior, "slow_ratio": args.slow_ratio or None,
+                  "fill": fill,
                   "rows": len(rows), "left_out": info["left_out"], "before": result.before, "after": result.after,
                   "history": result.passes, "report": result.report, "entry": entry, "written_to": None,
                   "seconds": fit_s}

@@ -6,8 +6,10 @@ stream. Each launch of a variant is predicted from nine rates of that variant
 
 - **compute**: the busiest SM's CTAs, ``ceil(ctas / SMs)``, run in rounds of the variant's
   occupancy; a full round at ``flops`` (one SM full of its CTAs), a last partial round of
-  ``r`` CTAs at ``min(1, r * lone)`` of it; each round adds ``cta_s`` (prologue, epilogue); a
-  tile kernel's CTA multiplies whole K steps of its tile;
+  ``r`` CTAs at ``min(1, r * lone)`` of it, or, where the calibration entry gives a ``fill``
+  exponent q, at ``g(r) / g(occupancy)`` with ``g(r) = (1 + (r * lone) ** -q) ** (-1 / q)``
+  (a soft minimum: a few CTAs short of a full SM still lose some of its rate); each round adds
+  ``cta_s`` (prologue, epilogue); a tile kernel's CTA multiplies whole K steps of its tile;
 - **memory**: the A and B tile bytes all CTAs load, at ``bandwidth``, and the busiest SM's
   rounds of CTAs each streaming their own bytes at ``cta_bandwidth`` (a CTA's loads are
   latency-bound: one CTA with a long K, or a few, cannot draw the GPU's bandwidth); the two
@@ -62,7 +64,8 @@ CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 
 
 class Rates(NamedTuple):
-    """A variant's nine parameters (see the module's docstring)."""
+    """A variant's nine fitted parameters (see the module's docstring), and its calibration
+    entry's ``fill`` exponent, which is not fitted per variant."""
 
     flops: float        #: FLOP/s of one SM full of the variant's CTAs, in the steady state
     lone: float         #: the share of ``flops`` one CTA reaches alone on an SM
@@ -73,9 +76,11 @@ class Rates(NamedTuple):
     c_unaligned: float  #: factor on C's time when C's columns are not on 128-byte lines
     start_s: float      #: seconds a launch takes beyond the stream's launch gap
     cta_bandwidth: float  #: bytes/s one CTA streams of its A and B tiles, at most
+    fill: float = 0.0   #: the entry's soft-minimum exponent of a partial round's share (0: the hard minimum)
 
 
-RATE_FIELDS: tuple[str, ...] = Rates._fields
+#: The fitted rates, in the order a calibration entry lists them.
+RATE_FIELDS: tuple[str, ...] = Rates._fields[:-1]
 
 #: Layout flags of a problem (:func:`layout_flags`).
 SLOW_LD = 1
@@ -162,6 +167,9 @@ def _calibration(key: str, cc: tuple[int, int], props: DeviceProperties) -> Cali
     moved = _transferred(key, entry, rates)
     if moved:
         source["transferred"] = moved
+    fill = float(entry.get("fill", 0.0))
+    if fill:  # the entry's form of the model, for every variant it times (defaults included)
+        rates = {name: r._replace(fill=fill) for name, r in rates.items()}
     return Calibration(key, float(entry["launch_s"]), rates, True, source)
 
 
@@ -193,7 +201,7 @@ def _transferred(key: str, entry: dict, rates: dict[str, Rates]) -> dict[str, st
             r = sorted(entry["rates"][n][i] / theirs["rates"][n][i] for n in shared if theirs["rates"][n][i] > 0)
             ratios.append(r[len(r) // 2] if r else 1.0)
         for n in missing:
-            rates[n] = Rates(*(v * f for v, f in zip(_rates(other, n, theirs["rates"][n]), ratios)))
+            rates[n] = Rates(*(v * f for v, f in zip(_rates(other, n, theirs["rates"][n])[:-1], ratios)))
             moved[n] = other
     return moved
 
@@ -237,14 +245,17 @@ def launch_seconds(r: Rates, sm_count: int, occ: int, n_ctas: int, cta_flops: fl
     ``ab_bytes`` of A and B loaded (``cta_bytes`` by each CTA's loop: their mean when None) and
     ``c_bytes`` of output written, on ``sm_count`` SMs holding ``occ`` of its CTAs each (the
     stream's launch gap not included)."""
-    flops, lone, cta_s, bandwidth, slow_ld, c_bandwidth, c_unaligned, start_s, cta_bandwidth = r
+    flops, lone, cta_s, bandwidth, slow_ld, c_bandwidth, c_unaligned, start_s, cta_bandwidth, fill = r
     per_sm = -(-n_ctas // sm_count)
     full = per_sm // occ
     rem = per_sm - full * occ
     compute = full * occ * cta_flops / flops
     rounds = full
     if rem:
-        share = rem * lone
+        if fill:
+            share = ((1.0 + (rem * lone) ** -fill) / (1.0 + (occ * lone) ** -fill)) ** (-1.0 / fill)
+        else:
+            share = rem * lone
         compute += rem * cta_flops / (flops * (share if share < 1.0 else 1.0))
         rounds += 1
     compute += rounds * cta_s

@@ -25,7 +25,7 @@ CC = (9, 0)
 
 
 def _rates(faster: str | None = None, factor: float = 3.0, slow_ld: float | None = None) -> dict[str, list[float]]:
-    rates = {s.name: list(model.default_rates(s, CC, H200)) for s in REGISTRY}
+    rates = {s.name: list(model.default_rates(s, CC, H200))[:len(model.RATE_FIELDS)] for s in REGISTRY}
     if slow_ld is not None:  # fits put some variants' factor below 1 (faster at those layouts)
         for r in rates.values():
             r[model.RATE_FIELDS.index("slow_ld")] = slow_ld
@@ -39,10 +39,10 @@ def _rates(faster: str | None = None, factor: float = 3.0, slow_ld: float | None
 def calibrated(monkeypatch, tmp_path):
     """Install a calibration file for the H200's key; returns a function that writes one."""
 
-    def install(rates: dict[str, list[float]], launch_s: float = 3e-6) -> None:
+    def install(rates: dict[str, list[float]], launch_s: float = 3e-6, fill: float = 0.0) -> None:
         path = tmp_path / "calibration.json"
         path.write_text(json.dumps({"format": 1, "devices": {
-            "sm_90/132/6144b": {"launch_s": launch_s, "rates": rates, "source": {"note": "synthetic"}}}}))
+            "sm_90/132/6144b": {"launch_s": launch_s, "fill": fill, "rates": rates, "source": {"note": "synthetic"}}}}))
         monkeypatch.setattr(model, "load_calibrations", lambda: model.__dict__["_read"](str(path)))
         model._calibration.cache_clear()
 
@@ -117,11 +117,11 @@ def test_the_choice_is_the_candidate_of_least_predicted_time(calibrated):
     assert all("predicted" in why for name, why in c.passed_over if name.startswith("sgemm_simt_nn"))
 
 
-@pytest.mark.parametrize("slow_ld", [None, 0.5])
-def test_quick_and_full_choices_agree_and_the_bounds_hold(calibrated, slow_ld):
+@pytest.mark.parametrize("slow_ld, fill", [(None, 0.0), (0.5, 0.0), (None, 2.0)])
+def test_quick_and_full_choices_agree_and_the_bounds_hold(calibrated, slow_ld, fill):
     """Pruning by lower bounds on a call's path must not change the choice, whichever way a
-    slow leading dimension's factor goes."""
-    calibrated(_rates(slow_ld=slow_ld))
+    slow leading dimension's factor goes, in either form of the model."""
+    calibrated(_rates(slow_ld=slow_ld), fill=fill)
     cal = model.calibration_for(CC, H200)
     assert cal.calibrated
     for p in _random_problems(120, seed=7):
@@ -149,6 +149,31 @@ def test_every_launch_costs_its_gap_and_more_k_costs_more(calibrated):
         assert 5e-6 < one < model.predict(cand.Candidate(tile), longer, H200, cal)
     s2 = model.predict(cand.Candidate(split, cand.Split(2, 2048)), problem(m=512, n=512, k=4096), H200, cal)
     assert s2 > 2 * 5e-6
+
+
+def test_a_soft_fill_slows_a_partial_round_and_leaves_a_full_one():
+    """With a ``fill`` exponent, r CTAs of an SM that holds ``occ`` run at ``g(r) / g(occ)`` of
+    its rate, ``g(r) = (1 + (r * lone) ** -q) ** (-1 / q)``: rising with r, below 1 short of a
+    full SM where the hard minimum ``min(1, r * lone)`` has reached it, and a full SM is the same
+    in both forms."""
+    hard = model.Rates(flops=1e12, lone=0.4, cta_s=0.0, bandwidth=1e15, slow_ld=1.0, c_bandwidth=1e15,
+                       c_unaligned=1.0, start_s=0.0, cta_bandwidth=1e15)
+    soft = hard._replace(fill=2.0)
+    occ, cta_flops = 6, 1e9
+
+    def seconds(r, per_sm):
+        return model.launch_seconds(r, 1, occ, per_sm, cta_flops, 0.0, 0.0, 0)
+
+    shares = []
+    for per_sm in range(1, occ):
+        if per_sm * 0.4 >= 1.0:
+            assert seconds(soft, per_sm) > seconds(hard, per_sm) == pytest.approx(per_sm * cta_flops / 1e12)
+        g = (1 + (per_sm * 0.4) ** -2) ** -0.5 / (1 + (occ * 0.4) ** -2) ** -0.5
+        assert seconds(soft, per_sm) == pytest.approx(per_sm * cta_flops / (1e12 * g))
+        shares.append(per_sm * cta_flops / 1e12 / seconds(soft, per_sm))
+    assert shares == sorted(shares) and shares[-1] < 1.0
+    assert seconds(soft, occ) == seconds(hard, occ) == pytest.approx(occ * cta_flops / 1e12)
+    assert seconds(soft, 2 * occ) == seconds(hard, 2 * occ)
 
 
 def test_bandwidth_and_streaming_add_in_quadrature():
@@ -219,7 +244,8 @@ def test_a_variant_missing_from_an_entry_takes_a_sibling_devices_rates_scaled(mo
     """A row calibrated on one device of a compute capability and SM count (an H100) but not yet
     on another (an H200): the other's rates for it are the first's, each times the median ratio
     of that rate between the two entries over the variants both have; other families are not
-    consulted, and the entry's own rates stay as they are."""
+    consulted, and the entry's own rates stay as they are. The entry's form of the model (its
+    ``fill``) holds for all of them, the sibling's own form aside."""
     names = [s.name for s in REGISTRY]
     own, missing = names[:3], names[3]
     base = [4e11, 0.5, 1e-6, 3e12, 1.1, 2e12, 1.3, 2e-6, 1e11]
@@ -230,7 +256,7 @@ def test_a_variant_missing_from_an_entry_takes_a_sibling_devices_rates_scaled(mo
     stranger = {missing: [1.0] * 9, **{n: [1.0] * 9 for n in own}}
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps({"format": 1, "devices": {
-        "sm_90/132/6144b": {"launch_s": 3e-6, "rates": entry},
+        "sm_90/132/6144b": {"launch_s": 3e-6, "fill": 2.0, "rates": entry},
         "sm_90/132/5120b": {"launch_s": 3e-6, "rates": sibling},
         "sm_90/114/5120b": {"launch_s": 3e-6, "rates": stranger}}}))
     monkeypatch.setattr(model, "load_calibrations", lambda: json.loads(path.read_text())["devices"])
@@ -238,9 +264,9 @@ def test_a_variant_missing_from_an_entry_takes_a_sibling_devices_rates_scaled(mo
     try:
         cal = model.calibration_for(CC, H200)
         assert cal.source["transferred"] == {missing: "sm_90/132/5120b"}
-        assert list(cal.rates[missing]) == pytest.approx([v * f for v, f in zip(sibling[missing], ratios)])
-        assert list(cal.rates[own[0]]) == pytest.approx(entry[own[0]])
+        assert list(cal.rates[missing]) == pytest.approx([v * f for v, f in zip(sibling[missing], ratios)] + [2.0])
+        assert list(cal.rates[own[0]]) == pytest.approx(entry[own[0]] + [2.0])
         assert all(n not in cal.source["transferred"] for n in names[4:])
-        assert cal.rates[names[4]] == model.default_rates(by_name(names[4]), CC, H200)
+        assert cal.rates[names[4]] == model.default_rates(by_name(names[4]), CC, H200)._replace(fill=2.0)
     finally:
         model._calibration.cache_clear()

@@ -181,7 +181,16 @@ def _true_calibration():
         d = rates[name]
         rates[name] = model.Rates(d.flops * f, lone, cta, d.bandwidth * bw, slow, d.c_bandwidth * cbw, cu, start,
                                   d.cta_bandwidth * 1.5)
+    # In the model's form that a fit takes unless told otherwise.
+    rates = {name: r._replace(fill=calibrate.DEFAULT_FILL) for name, r in rates.items()}
     return model.Calibration(model.device_key(CC, props), 2.5e-6, rates, True, {})
+
+
+def _listed(rates) -> list[float]:
+    """A variant's rates as a calibration entry lists them (the fitted nine)."""
+    from sgblas.dispatch import model
+
+    return list(rates[:len(model.RATE_FIELDS)])
 
 
 def _synthetic_doc(seed: int, count: int, noise: float, variants=(TILE, SPLIT)) -> dict:
@@ -285,7 +294,8 @@ def test_holdout_judges_a_refit_beside_the_entry_as_it_is():
     off_rates = r._replace(flops=3 * r.flops, bandwidth=3 * r.bandwidth, cta_bandwidth=3 * r.cta_bandwidth,
                            c_bandwidth=3 * r.c_bandwidth, cta_s=r.cta_s / 3, start_s=r.start_s / 3)
     off = model.Calibration(info["key"], true.launch_s, {**true.rates, SPLIT: off_rates}, True, {})
-    hold = {"launch_s": true.launch_s, "rates": {n: list(v) for n, v in true.rates.items() if n != SPLIT}}
+    hold = {"launch_s": true.launch_s, "fill": calibrate.DEFAULT_FILL,
+            "rates": {n: _listed(v) for n, v in true.rates.items() if n != SPLIT}}
     cv = calibrate.holdout([doc], rows, info, passes=1, max_evals=150, log=None, hold=hold)
     kept = calibrate.lookup_regret([doc], rows, info, off)
     assert kept["shapes"] + kept["not_timed"] == cv["shapes"] + cv["not_timed"] >= 40
@@ -355,8 +365,9 @@ def test_slow_rows_count_only_when_predicted_faster_than_they_ran():
     # Rows far behind, made to have run faster than predicted: with slow_ratio they add nothing,
     # so the defaults stay the exact fit; without it the fit moves off them.
     shifted = [r._replace(log_seconds=r.log_seconds - 0.5) if r.behind >= math.log(1.5) else r for r in rows]
-    kept = calibrate.fit(shifted, cal.key, CC, props, passes=1, max_evals=60, prior=0.0, slow_ratio=1.5, log=None)
-    moved = calibrate.fit(shifted, cal.key, CC, props, passes=1, max_evals=60, prior=0.0, log=None)
+    kept = calibrate.fit(shifted, cal.key, CC, props, passes=1, max_evals=60, prior=0.0, slow_ratio=1.5, log=None,
+                         fill=0.0)  # the form the rows were made with
+    moved = calibrate.fit(shifted, cal.key, CC, props, passes=1, max_evals=60, prior=0.0, log=None, fill=0.0)
     on_time = [r for r in rows if r.behind < math.log(1.5)]
     fitted = model.Calibration(cal.key, kept.launch_s, kept.rates, True, {})
     assert np.abs(calibrate._errors(on_time, fitted)).max() < 1e-3
@@ -405,7 +416,8 @@ def test_from_file_writes_a_calibration_that_sgblas_reads(tmp_path, capsys):
     entries = model.load_calibrations(str(target))
     assert set(entries) == {"sm_80/108", "sm_90/100/6144b"} and entries["sm_80/108"] == other
     entry = entries["sm_90/100/6144b"]
-    assert set(entry) == {"launch_s", "rates", "source"} and entry["launch_s"] > 0
+    assert set(entry) == {"launch_s", "fill", "rates", "source"} and entry["launch_s"] > 0
+    assert entry["fill"] == calibrate.DEFAULT_FILL
     assert set(entry["rates"]) == set(TRUE)
     for values in entry["rates"].values():
         rates = model.Rates(*values)
@@ -444,7 +456,8 @@ def _entry_to_extend(tmp_path, split_rates=None):
 
     true = _true_calibration()
     key = model.device_key(CC, _props())
-    held = {"launch_s": true.launch_s, "rates": {n: list(true.rates[n]) for n in (TILE, REDUCE)},
+    held = {"launch_s": true.launch_s, "fill": calibrate.DEFAULT_FILL,
+            "rates": {n: _listed(true.rates[n]) for n in (TILE, REDUCE)},
             "source": {"device": "synthetic device", "seed": 1}}
     if split_rates is not None:
         held["rates"][SPLIT] = split_rates
@@ -464,7 +477,8 @@ def _split_error(true, key: str, launch_s: float, split_rates) -> float:
     rows, _ = calibrate.rebuild_rows([_synthetic_doc(18, 40, noise=0.0)])
     split_rows = [r for r in rows if SPLIT in r.variants]
     assert len(split_rows) > 20
-    cal = model.Calibration(key, launch_s, {**true.rates, SPLIT: model.Rates(*split_rates)}, True, {})
+    cal = model.Calibration(key, launch_s, {**true.rates, SPLIT: model.Rates(*split_rates, fill=true.rates[SPLIT].fill)},
+                            True, {})
     return float(np.median(np.abs(calibrate._errors(split_rows, cal))))
 
 
@@ -496,7 +510,7 @@ def test_refit_fits_the_named_variants_anew_and_holds_the_rest(tmp_path, capsys)
     from sgblas.dispatch import model
 
     # The split variant's rates in the entry are three times off; the others are true.
-    true, key, held, target, argv = _entry_to_extend(tmp_path, [3.0 * x for x in _true_calibration().rates[SPLIT]])
+    true, key, held, target, argv = _entry_to_extend(tmp_path, [3.0 * x for x in _listed(_true_calibration().rates[SPLIT])])
     assert calibrate.main(argv) == 2  # every variant has rates: nothing to fit without --refit
     assert "nothing to fit" in capsys.readouterr().err
     assert calibrate.main(argv + ["--refit", "splitk_nn_128x64"]) == 0, capsys.readouterr()
