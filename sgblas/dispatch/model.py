@@ -439,6 +439,7 @@ class Floor:
         """``specs``: the variants that may run ``p`` (a tail plan's rectangles choose among them)."""
         self.p, self.props, self.cal = p, props, cal
         self.flags = layout_flags(p)
+        self.slow = bool(self.flags & SLOW_LD)
         self.specs = specs
         self._fastest: float | None = None
         self.reduce: dict[int, float] = {}
@@ -458,10 +459,15 @@ class Floor:
         where that is below 1 and applies: what a tail plan's rectangles are bounded by (taken
         when one is first bounded: most problems have no tail plan)."""
         if self._fastest is None:
-            rates, slow = self.cal.rates, self.flags & SLOW_LD
-            self._fastest = max(r.flops / (r.slow_ld if slow and r.slow_ld < 1.0 and s.role != "skinny" else 1.0)
-                                for s in self.specs for r in (rates[s.name],))
+            rates = self.cal.rates
+            self._fastest = max(rates[s.name].flops / self._slow_below_one(s, rates[s.name]) for s in self.specs)
         return self._fastest
+
+    def _slow_below_one(self, spec: KernelSpec, r: Rates) -> float:
+        """The slow layout's factor where this problem has that layout, ``spec``'s prediction
+        applies it (a skinny variant's does not) and a fit put it below 1; else 1: what a lower
+        bound may multiply by (a fit may find a variant faster at those leading dimensions)."""
+        return r.slow_ld if self.slow and r.slow_ld < 1.0 and spec.role != "skinny" else 1.0
 
     def _work(self, m: int, n: int, k: int, flops: float) -> float:
         return 2.0 * m * n * k / (self.props.sm_count * flops)
@@ -495,7 +501,7 @@ class Floor:
             p, cal = self.p, self.cal
             r = cal.rates[spec.name]
             bm, bn, _ = spec.tile
-            slow = r.slow_ld if self.flags & SLOW_LD and r.slow_ld < 1.0 else 1.0
+            slow = self._slow_below_one(spec, r) if self.slow else 1.0
             compute = (r.cta_s + self._work(p.m, p.n, p.k, r.flops)) * slow
             terms = self._tile_bounds[spec] = (r, cal.launch_s + r.start_s, compute, 4.0 * (bm + bn), slow)
         r, start, compute, loads, slow = terms
@@ -517,16 +523,15 @@ class Floor:
 
     def _launch_bound(self, spec: KernelSpec) -> float:
         """At most the time of ``spec``'s launch for the whole problem: the launch gap, its start,
-        one round's ``cta_s`` and the work at the variant's full rate on every SM, times the
-        slow layout's factor where the prediction applies it and it is below 1 (a fit may
-        find a variant faster at those leading dimensions)."""
+        one round's ``cta_s`` and the work at the variant's full rate on every SM, times
+        :meth:`_slow_below_one`."""
         t = self._launch_bounds.get(spec)
         if t is None:
             p, cal = self.p, self.cal
             r = cal.rates[spec.name]
             compute = r.cta_s + self._work(p.m, p.n, p.k, r.flops)
-            if self.flags & SLOW_LD and r.slow_ld < 1.0 and spec.role != "skinny":  # skinny: no layout factor
-                compute *= r.slow_ld
+            if self.slow:  # most problems have no slow layout: no call
+                compute *= self._slow_below_one(spec, r)
             t = self._launch_bounds[spec] = cal.launch_s + r.start_s + compute
         return t
 
