@@ -146,8 +146,19 @@ def _explain(h, case):
                           case.dC, case.ldc)
 
 
-@pytest.mark.parametrize("ta, tb", [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")])
-@pytest.mark.parametrize("small", ["m", "n"])
+def _by_name_cases() -> list:
+    """Every pair with each small side; the default run takes m small in NN and TT and n small in
+    NT and TN (each loop, dot and axpy, both splitting K and writing C in one launch), the slow set
+    the rest."""
+    out = []
+    for ta, tb in [("N", "N"), ("N", "T"), ("T", "N"), ("T", "T")]:
+        for small in ("m", "n"):
+            slow = (small == "m") != (ta == tb)
+            out.append(pytest.param(ta, tb, small, id=f"{small}-{ta}{tb}", marks=pytest.mark.slow if slow else ()))
+    return out
+
+
+@pytest.mark.parametrize("ta, tb, small", _by_name_cases())
 def test_sgemm_runs_each_skinny_variant_by_name(ta, tb, small):
     """NN and TT split K in two (partials, then the reduction), NT and TN write C in one launch:
     each loop (dot, axpy) and each small side both ways."""

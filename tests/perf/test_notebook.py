@@ -92,6 +92,7 @@ def test_run_benchmark_switch_without_gpu_uses_saved_results(tmp_path, monkeypat
     _assert_figures(figure_dir)
 
 
+@pytest.mark.slow  # a kernel start each; the default run executes the notebook three times
 def test_notebook_without_overhead_or_accuracy_results_still_runs(tmp_path, monkeypatch):
     results = tmp_path / "results"
     write_synthetic_results(results, overhead_too=False, accuracy_too=False)
@@ -104,6 +105,7 @@ def test_notebook_without_overhead_or_accuracy_results_still_runs(tmp_path, monk
     assert "no overhead results" in text and "no accuracy results" in text
 
 
+@pytest.mark.slow  # a kernel start each; the default run executes the notebook three times
 def test_notebook_fails_clearly_without_results(tmp_path, monkeypatch):
     empty = tmp_path / "no-results"
     empty.mkdir()
