@@ -266,7 +266,7 @@ def splits_of(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         # As the counts ascend, the slices shorten and grow in number: a split seen before is the last one.
         if splits != last and splits >= lo:
             last = splits
-            found.append(Split(splits, chunk, _per_pass(splits, room)))
+            found.append(Split(splits, chunk, _per_pass(splits, room) if splits > room else 0))
         if chunk == g:
             break  # slices of one granule: every later count gives them again
     return found
