@@ -261,7 +261,8 @@ def test_too_little_workspace_takes_a_kernel_that_needs_none(tiny_splits):
         assert not plan_for(h, ta, tb, m, n, k, True, a, lda, b, ldb, c, ldc).spec.name.startswith("sgemm_splitk_")
 
 
-@pytest.mark.parametrize("pair", [("N", "N"), ("T", "T")], ids=["NN", "TT"])
+@pytest.mark.parametrize("pair", [pytest.param(("N", "T"), id="NT"),  # both offsets a multiple of ld
+                                  pytest.param(("T", "N"), id="TN", marks=pytest.mark.slow)])  # both k itself
 def test_a_split_in_passes_adds_each_pass_into_c(tiny_splits, monkeypatch, pair):
     """From the accuracy policy's K, slices that outnumber the partials the workspace holds run
     in passes: each pass its part of K (A and B entered at that k, both ways each is stored),
