@@ -9,8 +9,7 @@
 * A split-K call captured in a CUDA graph (driver API) replays to the same bits as the eager
   call, with fresh inputs too.
 * Too little workspace: the call takes a kernel that needs none, ``explain`` says why, and the
-  result is right; room for a few partials past the accuracy bound: the short slices run in
-  passes, and the result is right.
+  result is right.
 * Skinny shapes (m or n small) for every pair and side, one launch or split, the skinny
   candidate run by name.
 """
@@ -167,30 +166,6 @@ def test_too_little_workspace_runs_a_kernel_that_needs_none():
         case.check(1.0, 0.0, C_before=before)
         h.set_workspace(32 * 1024 * 1024)  # partials fit: the accuracy policy splits K
         assert _explain(h, case).kernel.startswith("sgemm_splitk_nt_")
-
-
-def test_a_workspace_for_few_partials_splits_k_in_passes():
-    """Past the accuracy bound, a workspace for 8 partials still gets slices of at most
-    ACCURACY_CHUNK: they run in passes of 8, each pass's sum added into C. Right with NaN in C
-    and beta == 0, the same bits run to run, and beta applied once."""
-    from sgblas.dispatch import candidates as cand
-    from sgblas.kernels import splitk
-
-    case = GemmCase(SEED + 5, "T", "N", M, N, K, pad=1, ld_multiple=4)
-    with sgblas.Handle(workspace_bytes=splitk.workspace_bytes(M, N, 8)) as h:
-        explanation = _explain(h, case)
-        assert explanation.kernel.startswith("sgemm_splitk_tn_") and "passes of at most 8" in str(explanation), \
-            str(explanation)
-        splits = int(explanation.candidate.rsplit("/s", 1)[1])
-        assert -(-K // splits) <= cand.ACCURACY_CHUNK, str(explanation)
-        before = _run(h, case, 1.0, 0.0)
-        case.check(1.0, 0.0, C_before=before)
-        first = case.dC.copy_to_host()
-        _run(h, case, 1.0, 0.0)
-        np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), first.view(np.uint32),
-                                      err_msg="two runs of the same call in passes differ")
-        before = _run(h, case, -0.5, 2.0, nan_c=False)
-        case.check(-0.5, 2.0, C_before=before)
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "".join(p))

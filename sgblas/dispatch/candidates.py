@@ -21,10 +21,7 @@ cuBLAS's. That is a constraint on the candidates, not a ranking: which legal
 candidate should run is the cost model's business (:mod:`sgblas.dispatch.model`).
 
 The split counts tried are :data:`SPLIT_COUNTS` and the counts that fill whole waves of the
-device's resident slots exactly; only the counts that give distinct slices are kept. From
-:data:`ACCURACY_SPLIT_K` on, a split-K variant's slices may outnumber the partials the workspace
-holds (two at least): the split then runs in passes (:func:`passes`), so that a workspace sized
-for speed does not lengthen the sums the accuracy policy keeps short.
+device's resident slots exactly; only the counts that give distinct slices are kept.
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ from sgblas.runtime.device import DeviceProperties
 __all__ = ["Split", "Candidate", "SPLIT_COUNTS", "MIN_SPLIT_CHUNK", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
            "ACCURACY_MIN_CHUNK", "MAX_SPLITS", "occupancy", "slots", "ctas", "granule", "split_of",
            "split_counts", "split_refusal", "too_long", "enumerate_candidates", "longest_sum", "meets_accuracy",
-           "accuracy_limit", "ACCURACY_SLACK", "parse_name", "passes", "workspace_room"]
+           "accuracy_limit", "ACCURACY_SLACK", "parse_name"]
 
 #: The least K a split-K slice keeps below :data:`ACCURACY_SPLIT_K`: four K steps of a slice
 #: kernel. Whether a short slice pays for its partial's traffic and the reduction is the cost
@@ -71,13 +68,10 @@ _WAVES_TRIED = 4
 
 class Split(NamedTuple):
     """How a splitting variant runs a problem: ``splits`` CTAs along K per output tile, each
-    over ``k_chunk`` of K; ``splits == 1`` writes C directly (no workspace, one launch).
-    ``per_pass``: 0 when the workspace holds every partial; else the split runs in passes of
-    at most this many slices (:func:`passes`), each pass's partials added into C."""
+    over ``k_chunk`` of K; ``splits == 1`` writes C directly (no workspace, one launch)."""
 
     splits: int
     k_chunk: int
-    per_pass: int = 0
 
 
 class Candidate(NamedTuple):
@@ -124,20 +118,13 @@ def granule(spec: KernelSpec) -> int:
     return skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
 
 
-def split_of(spec: KernelSpec, k: int, splits: int, room: int | None = None) -> Split:
+def split_of(spec: KernelSpec, k: int, splits: int) -> Split:
     """``splits`` slices of K rounded up to ``spec``'s granule; then as many splits as that
-    needs, so none is empty; in passes where they outnumber ``room`` partials (None: no limit)."""
+    needs, so none is empty."""
     g = granule(spec)
     chunk = -(-k // max(1, splits))
     chunk = -(-chunk // g) * g
-    splits = -(-k // chunk)
-    return Split(splits, chunk, _per_pass(splits, room) if room is not None else 0)
-
-
-def workspace_room(p: GemmProblem, workspace_bytes: int) -> int:
-    """Partials of ``p``'s C that ``workspace_bytes`` hold."""
-    per = splitk.partial_bytes(p.m, p.n)
-    return workspace_bytes // per if per else MAX_SPLITS
+    return Split(-(-k // chunk), chunk)
 
 
 def split_counts(spec: KernelSpec, m: int, n: int, props: DeviceProperties) -> list[int]:
@@ -158,29 +145,6 @@ def _filling(spec: KernelSpec, m: int, n: int, props: DeviceProperties) -> tuple
     return counts
 
 
-def passes(split: Split, k: int) -> tuple[tuple[int, int, int], ...]:
-    """The passes of ``split`` over K = ``k``: ``(first k, length, slices)`` each; one pass
-    unless ``split.per_pass`` is below its slices. A pass's slices are whole slices of
-    ``split.k_chunk`` from its first k, the last pass's last one short where K ends."""
-    s, kc, per = split
-    if not per or per >= s:
-        return ((0, k, s),)
-    out = []
-    for first in range(0, s, per):
-        k0 = first * kc
-        out.append((k0, min(k, (first + per) * kc) - k0, min(per, s - first)))
-    return tuple(out)
-
-
-def _per_pass(splits: int, by_workspace: int) -> int:
-    """Slices per pass of ``splits`` slices with room for ``by_workspace`` partials: the passes
-    as few as the room allows and as even as whole slices make them (0: one pass)."""
-    if splits <= by_workspace or by_workspace < splitk.MIN_PARTIALS:
-        return 0  # one pass (too little room for two partials is split_refusal's to say)
-    n_passes = -(-splits // by_workspace)
-    return -(-splits // n_passes)
-
-
 def longest_sum(c: Candidate, k: int) -> int:
     """The longest float32 sum ``c`` adds along K: its slice (the reduction adds the partials
     in short chains: :func:`sgblas.kernels.reduce.order`), else all of K."""
@@ -191,8 +155,7 @@ def accuracy_limit(cands: Sequence[Candidate], k: int) -> int | None:
     """The longest float32 sum the accuracy policy lets a candidate of ``cands`` (all of one
     problem's) add: None below :data:`ACCURACY_SPLIT_K`; from it on :data:`ACCURACY_CHUNK` when
     some candidate keeps to it, else :data:`ACCURACY_SLACK` times the shortest any of them has
-    (the most accurate that :data:`MAX_SPLITS` and the workspace allow, and those nearly as
-    accurate)."""
+    (the most accurate the workspace allows, and those nearly as accurate)."""
     if k < ACCURACY_SPLIT_K or not cands:
         return None
     shortest = min(longest_sum(c, k) for c in cands)
@@ -205,24 +168,19 @@ def meets_accuracy(c: Candidate, k: int, limit: int | None = ACCURACY_CHUNK) -> 
     return k < ACCURACY_SPLIT_K or limit is None or longest_sum(c, k) <= limit
 
 
-def _limits(spec: KernelSpec, p: GemmProblem, workspace_bytes: int) -> tuple[int, int, int, int]:
-    """``(least splits, least slice, most splits, partials the workspace holds)`` of ``spec``
-    (split-K or skinny) for ``p``. From :data:`ACCURACY_SPLIT_K` on, a split-K variant's
-    slices may outnumber the partials the workspace holds (at least two): they run in passes
-    (:func:`passes`), so that the accuracy policy's short sums do not wait on the workspace."""
+def _limits(spec: KernelSpec, p: GemmProblem, workspace_bytes: int) -> tuple[int, int, int]:
+    """``(least splits, least slice, most splits)`` of ``spec`` (split-K or skinny) for ``p``."""
     per = splitk.partial_bytes(p.m, p.n)
     by_workspace = workspace_bytes // per if per else MAX_SPLITS
     if spec.role == "skinny":
-        return 1, granule(spec), min(MAX_SPLITS, by_workspace, 65535), by_workspace
-    if p.k >= ACCURACY_SPLIT_K:
-        most = MAX_SPLITS if by_workspace >= splitk.MIN_PARTIALS else by_workspace
-        return splitk.MIN_PARTIALS, ACCURACY_MIN_CHUNK, min(most, 65535), by_workspace
-    return splitk.MIN_PARTIALS, MIN_SPLIT_CHUNK, min(MAX_SPLITS, by_workspace, 65535), by_workspace
+        return 1, granule(spec), min(MAX_SPLITS, by_workspace, 65535)
+    shortest = ACCURACY_MIN_CHUNK if p.k >= ACCURACY_SPLIT_K else MIN_SPLIT_CHUNK
+    return splitk.MIN_PARTIALS, shortest, min(MAX_SPLITS, by_workspace, 65535)
 
 
 def split_refusal(spec: KernelSpec, split: Split, p: GemmProblem, workspace_bytes: int) -> str | None:
     """None when ``spec`` may run ``p`` with ``split``, else the sentence saying why not."""
-    lo, shortest, most, _ = _limits(spec, p, workspace_bytes)
+    lo, shortest, most = _limits(spec, p, workspace_bytes)
     if split.splits < lo:
         return f"{spec.name} writes at least {lo} partials; {split.splits} slice is not a split"
     if split.splits > 1 and split.k_chunk < shortest:
@@ -243,14 +201,14 @@ def splits_of(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
     every split count of every splitting variant when a shape is first planned). They follow
     from the variant's limits, granule and counts alone, which many of a problem's splitting
     variants share: ``shared`` keeps each list found for ``p`` by those (not to be changed)."""
-    lo, shortest, most, room = _limits(spec, p, workspace_bytes)
+    lo, shortest, most = _limits(spec, p, workspace_bytes)
     g, k = granule(spec), p.k
     if lo > 1 and k <= shortest:
         return []  # two slices of at least the shortest need more K
     if k <= g:  # every count gives one slice of one granule
         return [Split(1, g)] if lo <= 1 else []
     filling = _filling(spec, p.m, p.n, props)
-    key = (lo, shortest, most, room, g, filling)
+    key = (lo, shortest, most, g, filling)
     found = shared.get(key)
     if found is not None:
         return found
@@ -266,7 +224,7 @@ def splits_of(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspa
         # As the counts ascend, the slices shorten and grow in number: a split seen before is the last one.
         if splits != last and splits >= lo:
             last = splits
-            found.append(Split(splits, chunk, _per_pass(splits, room) if splits > room else 0))
+            found.append(Split(splits, chunk))
         if chunk == g:
             break  # slices of one granule: every later count gives them again
     return found

@@ -371,7 +371,7 @@ def _skinny_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], 
     # that hold the small one, whatever of them the problem fills: its loop's time follows
     # its slice of K, not the useful work (1 x 1 x 2522 in one CTA is as slow as 1 x 512).
     launch_s, r, sm_count, occ, tiles, qc, rows, small, ab_bytes, c_bytes, flags = terms
-    s, kc, _ = split
+    s, kc = split
     t = launch_s + launch_seconds(r, sm_count, occ, tiles * s, 2.0 * qc * rows * kc, ab_bytes,
                                   c_bytes * s if s > 1 else c_bytes, flags, 4.0 * kc * (qc + small))
     return t + (reduce_seconds(s) if s > 1 else 0.0)
@@ -380,21 +380,10 @@ def _skinny_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], 
 def _splitk_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], float]) -> float:
     # _tile_launch's sum from terms taken once per variant: a shape's planning times many splits.
     launch_s, r, sm_count, occ, tile_flops, bk, tiles, tile_loads, partial_bytes, flags = terms
-    s, kc, per = split
-    cta_flops = tile_flops * (-(-kc // bk) * bk)
-    if per and per < s:  # in passes: each its slices' launch and their reduction into C
-        full, last = divmod(s, per)
-        t = 0.0
-        for w, count in ((per, full), (last, 1)):
-            if w:
-                n_ctas = tiles * w
-                t += count * (launch_s + launch_seconds(r, sm_count, occ, n_ctas, cta_flops,
-                                                        tile_loads * n_ctas * kc, partial_bytes * w, flags)
-                              + reduce_seconds(w))
-        return t
+    s, kc = split
     n_ctas = tiles * s
-    return (launch_s + launch_seconds(r, sm_count, occ, n_ctas, cta_flops, tile_loads * n_ctas * kc,
-                                      partial_bytes * s, flags)
+    return (launch_s + launch_seconds(r, sm_count, occ, n_ctas, tile_flops * (-(-kc // bk) * bk),
+                                      tile_loads * n_ctas * kc, partial_bytes * s, flags)
             + reduce_seconds(s))
 
 

@@ -109,11 +109,7 @@ class Plan(NamedTuple):
     grid)`` of A's copy and of B's (B's follows A's in the workspace). A tail plan's ``grid``
     is its whole waves, and ``tail`` holds ``(plan, rows, cols, a_off, b_off, row0, col0)`` for
     each rectangle of C left: its first elements' offsets into A and B (:func:`waves.offsets`),
-    and its first element's place in C (the offset depends on ldc, which the memo keys mod 4).
-    ``passes``: when the workspace holds fewer partials than the split has slices
-    (:func:`sgblas.dispatch.candidates.passes`), ``(a_off, b_off, k, splits)`` of each pass: its
-    first elements' offsets into A and B along K, its K and its slices; the first pass's
-    reduction applies beta, each later one adds its sum into C. ``after``: every
+    and its first element's place in C (the offset depends on ldc, which the memo keys mod 4). ``after``: every
     launch of the plan goes with programmatic stream serialization, so that its CTAs are placed
     as the kernel ahead of it in the stream finishes (the device's kernels wait for that grid
     themselves: :data:`sgblas.runtime.device.GRID_WAIT_MIN_CC`). ``workspace``: some launch of
@@ -135,7 +131,6 @@ class Plan(NamedTuple):
     copies: tuple = ()
     tail: tuple = ()
     workspace: bool = False
-    passes: tuple = ()
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
@@ -329,15 +324,9 @@ def _note(spec: KernelSpec, split: Split | None, p: GemmProblem) -> str:
         return ""
     if split.splits == 1:
         return "K is not split: one launch"
-    runs = _cand.passes(split, p.k)
-    held = max(s for _, _, s in runs)
-    note = (f"K split {split.splits} ways ({split.k_chunk} each): partial products in the handle's "
-            f"workspace ({held * _reduce.padded_rows(p.m) * p.n * 4} bytes), then "
+    return (f"K split {split.splits} ways ({split.k_chunk} each): partial products in the handle's "
+            f"workspace ({split.splits * _reduce.padded_rows(p.m) * p.n * 4} bytes), then "
             f"{_reduce.NAME} adds them in its fixed order")
-    if len(runs) > 1:
-        note += (f"; in {len(runs)} passes of at most {held} slices, as many partials as the workspace holds, "
-                 f"each pass's sum added into C in turn")
-    return note
 
 
 def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bool,
@@ -364,14 +353,14 @@ def plan_for(handle: Any, ta: str, tb: str, m: int, n: int, k: int, reads_ab: bo
             split = pinned_split(pin, problem, handle.properties, handle.workspace_bytes)
             if split is None:
                 return None
-        plan = plans[key] = make_plan(handle, pin, split, m, n, k, c_ptr, ldc, lda, ldb)
+        plan = plans[key] = make_plan(handle, pin, split, m, n, k, c_ptr, ldc)
     if plan is None:
         if reads_ab:
             problem = GemmProblem(handle.cc, handle.math_mode, ta, tb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc)
             choice = choose(problem, handle.properties, handle.workspace_bytes, quick=True)
             if choice.spec is None:
                 return None
-            plan = make_plan(handle, choice.spec, choice.split, m, n, k, c_ptr, ldc, lda, ldb)
+            plan = make_plan(handle, choice.spec, choice.split, m, n, k, c_ptr, ldc)
             if choice.tail:
                 plan = _with_tail(handle, plan, choice.tail_ctas, choice.tail, ta, tb, k, lda, ldb, c_ptr, ldc)
         else:
@@ -428,7 +417,7 @@ def find_candidate(p: GemmProblem, props: _device.DeviceProperties, workspace_by
         return f"candidate={name!r}: {variant} has no tail plan (a tile kernel of one launch has)"
     cands, passed = _cand.enumerate_candidates([spec], p, props, workspace_bytes)
     if splits is not None:
-        wanted = _cand.split_of(spec, p.k, splits, _cand.workspace_room(p, workspace_bytes))
+        wanted = _cand.split_of(spec, p.k, splits)
         if wanted.splits != splits:
             return (f"candidate={name!r}: k={p.k} in {splits} slices of whole {_cand.granule(spec)}s leaves "
                     f"{wanted.splits} slices of {wanted.k_chunk}; name {variant}/s{wanted.splits}")
@@ -465,7 +454,7 @@ def plan_named(handle: Any, name: str, ta: str, tb: str, m: int, n: int, k: int,
     found = find_candidate(p, handle.properties, handle.workspace_bytes, name)
     if isinstance(found, str):
         return found
-    plan = make_plan(handle, found.spec, found.split, m, n, k, c_ptr, ldc, lda, ldb)
+    plan = make_plan(handle, found.spec, found.split, m, n, k, c_ptr, ldc)
     if found.tail is not None:
         subs = [(rect, choose(_sub_problem(p, rect), handle.properties, handle.workspace_bytes, quick=True,
                               rectangle=True)) for rect in found.tail.rects]
@@ -491,9 +480,8 @@ def _with_tail(handle: Any, plan: Plan, ctas: int, subs: Any, ta: str, tb: str, 
 
 
 def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int, k: int,
-              c_ptr: int, ldc: int, lda: int = 0, ldb: int = 0) -> Plan:
-    """The plan that runs ``spec`` with ``split`` (None: one launch of a GEMM variant); ``lda``
-    and ``ldb`` place a split's passes along K (a split in one pass needs neither)."""
+              c_ptr: int, ldc: int) -> Plan:
+    """The plan that runs ``spec`` with ``split`` (None: one launch of a GEMM variant)."""
     kernel = handle._kernels[spec.name]
     after = handle.properties.programmatic_launch
     if spec.role == "packed":
@@ -508,13 +496,8 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
         return Plan(spec.role, spec, kernel, grid, 1, split.k_chunk, after=after)
     red = registry.by_name(_reduce.NAME)
     c_vec = int(c_ptr % 16 == 0 and ldc % 4 == 0)
-    runs = _cand.passes(split, k)
-    passes = ()
-    if len(runs) > 1:
-        ta, tb = spec.pair
-        passes = tuple((k0 * (lda if ta == "N" else 1), k0 * (1 if tb == "N" else ldb), kp, sp) for k0, kp, sp in runs)
     return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, _reduce.padded_rows(m),
-                handle._kernels[red.name], red.grid(m, n, k), c_vec, after, workspace=True, passes=passes)
+                handle._kernels[red.name], red.grid(m, n, k), c_vec, after, workspace=True)
 
 
 def _tail_part(handle: Any, sub: Choice, rect: tuple[int, int, int, int], ta: str, tb: str, k: int,
@@ -522,7 +505,7 @@ def _tail_part(handle: Any, sub: Choice, rect: tuple[int, int, int, int], ta: st
     row0, col0, rows, cols = rect
     a_off, b_off, c_off = waves.offsets(ta, tb, lda, ldb, ldc, row0, col0)
     # lda and ldb are keys of the memo, ldc only mod 4: C's offset is taken at each call.
-    return (make_plan(handle, sub.spec, sub.split, rows, cols, k, c_ptr + 4 * c_off, ldc, lda, ldb), rows, cols,
+    return (make_plan(handle, sub.spec, sub.split, rows, cols, k, c_ptr + 4 * c_off, ldc), rows, cols,
             a_off, b_off, row0, col0)
 
 
@@ -637,7 +620,7 @@ def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha
              ldc: int) -> None:
     """The launches of ``plan`` on ``stream`` (the handle's launch argument), a tail plan's
     rectangles after its whole waves."""
-    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail, _, passes = plan
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail, _ = plan
     if role == "gemm":
         launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                                       beta, c_ptr, c_extent, ldc), after)
@@ -667,22 +650,8 @@ def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha
         # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
         # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
         ws_ptr = handle.workspace_ptr
-        if not passes:
-            ws_extent = splits * ldw * n
-            launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                          0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
-            launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
-                                                 c_ptr, c_extent, ldc, c_vec), after)
-            return
-        # The workspace holds one pass's partials: each pass is the split over its part of K,
-        # then the reduction of its partials into C, beta applied by the first and 1 by the rest
-        # (the stream orders each pass's partials after the last reduction read them).
-        x, _, z = grid
-        for a_off, b_off, kp, sp in passes:
-            ws_extent = sp * ldw * n
-            launch(kernel, (x, sp, z), stream, (m, n, kp, alpha, a_ptr + 4 * a_off, a_extent - a_off, lda,
-                                                b_ptr + 4 * b_off, b_extent - b_off, ldb, 0.0, ws_ptr, ws_extent,
-                                                ldw, k_chunk), after)
-            launch(reduce, reduce_grid, stream, (m, n, sp, ws_ptr, ws_extent, ldw, beta, c_ptr, c_extent, ldc,
-                                                 c_vec), after)
-            beta = 1.0
+        ws_extent = splits * ldw * n
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
+        launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
+                                             c_ptr, c_extent, ldc, c_vec), after)

@@ -151,29 +151,6 @@ def test_every_launch_costs_its_gap_and_more_k_costs_more(calibrated):
     assert s2 > 2 * 5e-6
 
 
-def test_a_split_in_passes_is_its_passes_and_its_bound_holds(calibrated):
-    """A split that runs in passes (the workspace holds fewer partials than it has slices) is
-    predicted as its passes one after another, each a launch of its slices and their reduction:
-    slower than the same slices in one pass, and still above :meth:`Floor.lower_bound`."""
-    calibrated(_rates(), launch_s=3e-6)
-    cal = model.calibration_for(CC, H200)
-    split = next(s for s in GEMM_KERNELS if s.role == "splitk" and s.pair == ("N", "N") and s.align == 16)
-    p = problem(m=300, n=1200, k=90000)
-    one = cand.Split(128, 704)
-    for per in (23, 32, 64):
-        runs = cand.passes(one._replace(per_pass=per), p.k)
-        assert [s for _, _, s in runs] == [per] * (128 // per) + ([128 % per] if 128 % per else [])
-        assert sum(kp for _, kp, _ in runs) == p.k and runs[-1][0] + runs[-1][1] == p.k
-        floor = model.Floor(p, H200, cal, [split])
-        c = cand.Candidate(split, one._replace(per_pass=per))
-        t = model.predict(c, p, H200, cal)
-        assert floor.lower_bound(c) <= t == pytest.approx(floor.predict(c))
-        whole = [model.predict(cand.Candidate(split, cand.Split(s, 704)), p._replace(k=kp), H200, cal)
-                 for _, kp, s in runs]
-        assert t == pytest.approx(sum(whole), rel=0.02)  # each pass's K rounds its CTAs' steps alike
-        assert t > model.predict(cand.Candidate(split, one), p, H200, cal)
-
-
 def test_a_soft_fill_slows_a_partial_round_and_leaves_a_full_one():
     """With a ``fill`` exponent, r CTAs of an SM that holds ``occ`` run at ``g(r) / g(occ)`` of
     its rate, ``g(r) = (1 + (r * lone) ** -q) ** (-1 / q)``: rising with r, below 1 short of a

@@ -261,34 +261,6 @@ def test_too_little_workspace_takes_a_kernel_that_needs_none(tiny_splits):
         assert not plan_for(h, ta, tb, m, n, k, True, a, lda, b, ldb, c, ldc).spec.name.startswith("sgemm_splitk_")
 
 
-@pytest.mark.parametrize("pair", [pytest.param(("N", "T"), id="NT"),  # both offsets a multiple of ld
-                                  pytest.param(("T", "N"), id="TN", marks=pytest.mark.slow)])  # both k itself
-def test_a_split_in_passes_adds_each_pass_into_c(tiny_splits, monkeypatch, pair):
-    """From the accuracy policy's K, slices that outnumber the partials the workspace holds run
-    in passes: each pass its part of K (A and B entered at that k, both ways each is stored),
-    then its partials reduced into C, beta applied by the first pass only. Here 7 slices of 16
-    with room for 2 partials: passes of 2, 2, 2 and 1 slices (the last over k's last 4)."""
-    monkeypatch.setattr(candidates, "ACCURACY_SPLIT_K", 64)
-    monkeypatch.setattr(candidates, "ACCURACY_MIN_CHUNK", 16)
-    case = GemmCase(_seed("passes", pair), pair[0], pair[1], 20, 24, 100, pad=1, ld_multiple=4)
-    spec = SPLIT_SPECS[pair]
-    name = f"{spec.name}/s7"
-    ta, tb, m, n, k, a, lda, b, ldb, c, ldc = _plan_args(case)
-    with sgblas.Handle(workspace_bytes=splitk.workspace_bytes(m, n, 2)) as h:
-        assert name in dict(_explain(h, case).candidates)
-        plan = plan_named(h, name, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
-        assert plan.splits == 7 and [run[2:] for run in plan.passes] == [(32, 2), (32, 2), (32, 2), (4, 1)]
-        assert [run[:2] for run in plan.passes] == [(k0 * (lda if ta == "N" else 1), k0 * (1 if tb == "N" else ldb))
-                                                    for k0 in (0, 32, 64, 96)]
-        before = case.reset_c(nan=True)
-        assert sgblas.sgemm(h, *case.args(1.5, 0.0), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
-        case.check(1.5, 0.0, C_before=before)
-        before = case.reset_c()
-        assert sgblas.sgemm(h, *case.args(-1.0, 0.5), candidate=name) == Status.SUCCESS, \
-            sgblas.last_error_message()
-        case.check(-1.0, 0.5, C_before=before)
-
-
 def test_k_zero_and_alpha_zero_still_take_the_scale_kernel(tiny_splits):
     case = GemmCase(_seed("scale"), "N", "N", 20, 24, 100, ld_multiple=4)
     with sgblas.Handle() as h:
