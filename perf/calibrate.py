@@ -403,7 +403,7 @@ def _rates_of(entry: dict[str, Any] | None, cc: tuple[int, int], props: Any,
     from sgblas.kernels import spec as registry
 
     if fill is None:
-        fill = float((entry or {}).get("fill", 0.0))
+        fill = model.entry_fill(entry)
     defaults = {s.name: model.default_rates(s, cc, props)._replace(fill=fill) for s in registry.REGISTRY}
     return defaults, {n: model.Rates(*v, fill=fill) for n, v in (entry or {}).get("rates", {}).items() if n in defaults}
 
@@ -430,7 +430,7 @@ def fit(rows: Sequence[FitRow], key: str, cc: tuple[int, int], props: Any, *, pa
 
     say = log or (lambda _text: None)
     if hold is not None:
-        fill = float(hold.get("fill", 0.0))
+        fill = model.entry_fill(hold)
     defaults, held = _rates_of(hold, cc, props, fill)
     rates = {**defaults, **held}
     by_variant: dict[str, list[FitRow]] = {}
@@ -848,14 +848,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"those texts", file=sys.stderr)
                 return finish(2) if not args.from_ else 2
             hold = dict(hold, rates={n: v for n, v in hold["rates"].items() if n not in dropped})
-    fill = DEFAULT_FILL if args.fill is None else args.fill
-    if hold is not None:
-        held_fill = float(hold.get("fill", 0.0))
-        if args.fill is not None and args.fill != held_fill:
+    # fit() takes an extension's form from the entry it holds; a --fill that differs is refused.
+    fill = DEFAULT_FILL if hold is None else model.entry_fill(hold)
+    if args.fill is not None:
+        if hold is not None and args.fill != fill:
             print(f"perf.calibrate: --fill {args.fill:g}: the {info['key']} entry's rates are fitted with fill "
-                  f"{held_fill:g}, and --extend keeps its form", file=sys.stderr)
+                  f"{fill:g}, and --extend keeps its form", file=sys.stderr)
             return finish(2) if not args.from_ else 2
-        fill = held_fill
+        fill = args.fill
     if args.holdout:
         try:
             cv = holdout(docs, rows, info, passes=args.passes, max_evals=args.max_evals, prior=args.prior,

@@ -51,7 +51,7 @@ from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["Rates", "Calibration", "RATE_FIELDS", "CALIBRATION_FILE", "device_key", "calibration_for",
            "default_rates", "layout_flags", "SLOW_LD", "C_UNALIGNED", "predict", "launch_seconds",
-           "load_calibrations", "Floor", "DEFAULT_LAUNCH_S", "no_rectangles"]
+           "load_calibrations", "Floor", "DEFAULT_LAUNCH_S", "no_rectangles", "entry_fill"]
 
 log = logging.getLogger("sgblas")
 
@@ -151,6 +151,12 @@ def default_rates(spec: KernelSpec, cc: tuple[int, int], props: DeviceProperties
                  1.0, 0.8 * dram, 1.3, 2e-6, 0.02 * dram)
 
 
+def entry_fill(entry: dict | None) -> float:
+    """A calibration entry's ``fill`` exponent: the form of the model its rates were fitted in
+    (0, also with no entry or no key: the hard minimum)."""
+    return float((entry or {}).get("fill", 0.0))
+
+
 @functools.cache
 def _calibration(key: str, cc: tuple[int, int], props: DeviceProperties) -> Calibration:
     entry = load_calibrations().get(key)
@@ -167,7 +173,7 @@ def _calibration(key: str, cc: tuple[int, int], props: DeviceProperties) -> Cali
     moved = _transferred(key, entry, rates)
     if moved:
         source["transferred"] = moved
-    fill = float(entry.get("fill", 0.0))
+    fill = entry_fill(entry)
     if fill:  # the entry's form of the model, for every variant it times (defaults included)
         rates = {name: r._replace(fill=fill) for name, r in rates.items()}
     return Calibration(key, float(entry["launch_s"]), rates, True, source)
