@@ -92,6 +92,7 @@ class Candidate(NamedTuple):
 
 
 @functools.cache
+@functools.cache
 def occupancy(spec: KernelSpec, props: DeviceProperties) -> int:
     """CTAs of ``spec`` one SM holds at once."""
     threads = spec.block[0] * spec.block[1] * spec.block[2]

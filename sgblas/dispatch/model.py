@@ -564,8 +564,11 @@ class Floor:
             # _full_launch inlined, from terms taken once: a call's planning predicts most of its
             # candidates here, where an extra call and the lookups show in a plan-cache miss.
             launch_s, sm_count, m, n, k, c_bytes = self._launch_terms
-            return _tile_launch(launch_s, self.cal.rates[spec.name], sm_count, occupancy(spec, self.props), spec.tile,
-                                ctas(spec, m, n), k, 1, self.flags, c_bytes)
+            occ, bm, bn, bk = _tile_shape(spec, self.props)
+            tiles = -(-m // bm) * -(-n // bn)
+            return launch_s + launch_seconds(self.cal.rates[spec.name], sm_count, occ, tiles,
+                                             2.0 * bm * bn * (-(-k // bk) * bk), 4.0 * tiles * (bm + bn) * k, c_bytes,
+                                             self.flags)
         return predict(c, self.p, self.props, self.cal, rectangle_seconds, self.flags, self.reduce_seconds)
 
     def split_terms(self, spec: KernelSpec) -> tuple:
@@ -590,6 +593,12 @@ class Floor:
         for _, _, rows, cols in c.tail.rects:
             t += launch_s + self._work(rows, cols, k, fastest)
         return t
+
+
+@functools.cache
+def _tile_shape(spec: KernelSpec, props: DeviceProperties) -> tuple[int, int, int, int]:
+    """``(occupancy, BM, BN, BK)`` of tile variant ``spec`` on ``props``'s device."""
+    return (occupancy(spec, props),) + tuple(spec.tile)
 
 
 def no_rectangles(rect: tuple[int, int, int, int]) -> float:

@@ -152,8 +152,12 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     # sentence (a call's plan needs none); where the keys pass, the guard is all can_implement
     # has left to say.
     checks = _of_class(p) if quick else ((spec, spec.can_implement) for spec in registry.GEMM_KERNELS)
+    # Many variants share their generator's guard (one function), which answers once for all.
+    answers: dict = {}
     for spec, check in checks:
-        reason = check(p)
+        reason = answers.get(check, _UNASKED)
+        if reason is _UNASKED:
+            reason = answers[check] = check(p)
         if reason is None:
             legal.append(spec)
         else:
@@ -164,6 +168,7 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
 
 
+_UNASKED = object()
 _CLASS_KERNELS: dict[tuple, tuple[tuple, tuple]] = {}
 
 

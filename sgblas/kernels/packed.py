@@ -85,7 +85,7 @@ def _packed_spec(base: type, cfg: TileConfig):
     pair = cfg.pair
 
     def guard(p: GemmProblem) -> str | None:
-        reason = sgemm_simt.guard(cfg, p)
+        reason = sgemm_simt.guard(p)
         if reason:
             return reason
         for what, (rows, cols, ldd) in zip("AB", copies(pair, p.m, p.n, p.k)):

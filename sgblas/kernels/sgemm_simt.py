@@ -775,9 +775,11 @@ def grid_for(cfg: TileConfig, m: int, n: int, splits: int = 1) -> tuple[int, int
     return (-(-m // cfg.BM) * -(-n // cfg.BN), splits, 1)
 
 
-def guard(cfg: TileConfig, p: GemmProblem) -> str | None:
+def guard(p: GemmProblem) -> str | None:
     """What this generator's kernels need beyond the keys every variant is checked on (math
     mode, transpose pair, compute capability, alignment class: :mod:`sgblas.kernels.spec`).
+    The same for every config, so that its variants share one function: a shape's planning
+    asks it once for them all.
 
     Nothing about m, n or k beyond >= 1: tails of every size are predicated, and no copy
     reads past the matrix (a partial vector is copied element by element)."""

@@ -180,7 +180,7 @@ def _simt_spec(cfg: TileConfig) -> KernelSpec:
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n),
         builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid),
         sources=lambda after_grid: (sgemm_simt.generate_source(cfg, name, after_grid),) + SIMT_CALLS,
-        guard=lambda p: sgemm_simt.guard(cfg, p),
+        guard=sgemm_simt.guard,
         blocks_per_sm=cfg.min_blocks, config=cfg)
 
 

@@ -135,6 +135,12 @@ def _partial_guard(p: GemmProblem) -> str | None:
     return None
 
 
+def _slice_guard(p: GemmProblem) -> str | None:
+    """A slice kernel's guard, the same for every config (one function: see
+    :func:`sgblas.kernels.sgemm_simt.guard`)."""
+    return sgemm_simt.guard(p) or _partial_guard(p)
+
+
 def _vector_operands(cfg: Any) -> tuple[str, ...]:
     if isinstance(cfg, SkinnyConfig):
         return (cfg.large,)
@@ -144,9 +150,6 @@ def _vector_operands(cfg: Any) -> tuple[str, ...]:
 def _split_spec(base: type, cfg: TileConfig):
     name = f"sgemm_splitk_{cfg.transa}{cfg.transb}".lower() + f"_{cfg.name()}_{cfg.STAGES}s_a{cfg.align}"
 
-    def guard(p: GemmProblem) -> str | None:
-        return sgemm_simt.guard(cfg, p) or _partial_guard(p)
-
     return base(
         name=name, role="splitk", abi=abi.GEMM_SPLIT, pair=cfg.pair, align=cfg.align,
         tile=(cfg.BM, cfg.BN, cfg.BK), stages=cfg.STAGES, block=(cfg.THREADS, 1, 1),
@@ -154,7 +157,7 @@ def _split_spec(base: type, cfg: TileConfig):
         grid=lambda m, n, k: sgemm_simt.grid_for(cfg, m, n, MIN_PARTIALS),
         builder=lambda after_grid: sgemm_simt.build_pyfunc(cfg, name, after_grid),
         sources=lambda after_grid: (sgemm_simt.generate_source(cfg, name, after_grid),) + SIMT_CALLS,
-        guard=guard,
+        guard=_slice_guard,
         workspace=lambda m, n, k: workspace_bytes(m, n, MIN_PARTIALS),
         launches=2, blocks_per_sm=cfg.min_blocks, config=cfg, vector_operands=_vector_operands(cfg))
 
