@@ -7,8 +7,8 @@ Run on a GPU machine after ``python -m sgblas.warmup`` (CuPy for the operands an
 
 Sets (``--set``): ``short`` (1024^3 and 1536^3, where K is short but the tiles do not fill the
 GPU: the unsplit 128x64 and 128x128 tiles, and 2-4 slices of each slice kernel), ``long`` (the
-long-K shapes of issue 13, 3-32 slices, both thread tiles of the pairs that have two; and
-2048x2048x16384, whose many tiles are split in two for accuracy, on both thread tiles), ``api``
+long-K shapes of issue 13, 3-32 slices; and 2048x2048x16384, whose many tiles are split in two
+for accuracy), ``api``
 (512^3 to 1536^3 and a few rectangles: what ``sgblas.sgemm`` runs with a default handle against
 the unsplit 128x64 tile that ran them before split-K took short K, and in TN against the 128x64
 slice kernel that ran them before its 128x128 one existed), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
@@ -44,19 +44,14 @@ PAIRS = ("NN", "NT", "TN", "TT")
 
 def _variants(pair: str, kind: str, tiles: tuple[str, ...], splits: tuple[int, ...]) -> list[tuple[str, int]]:
     """The registry's variants among ``tiles`` (``BMxBN``, BK 16 appended, or a whole tile name,
-    ``128x128x16t16x8``) for ``pair``, each at each split count: a pair without one of the
-    tiles (only NN and NT have the 16 x 8 thread tile) is timed on the others."""
+    ``64x64x16``) for ``pair``, each at each split count: a pair without one of the tiles is
+    timed on the others."""
     from sgblas.kernels.spec import REGISTRY
 
     names = {spec.name for spec in REGISTRY}
     out = [(f"sgemm_{kind}_{pair.lower()}_{tile if tile.count('x') > 1 else tile + 'x16'}_2s_a16", s)
            for tile in tiles for s in splits]
     return [(name, s) for name, s in out if name in names]
-
-
-#: The pairs with a 16 x 8 thread tile, and its tile name.
-WIDE_PAIRS = ("NN", "NT")
-WIDE = "128x128x16t16x8"
 
 
 def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, int]]]]:
@@ -71,18 +66,16 @@ def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, i
                             + _variants(pair, "splitk", ("128x128",), (2, 3) if size == 1536 else (2, 4))))
     elif which == "long":
         for pair in PAIRS:
-            wide = (WIDE,) if pair in WIDE_PAIRS else ()
             out.append(((128, 8192, 8192), pair, _variants(pair, "splitk", ("128x64",), (3, 4))
-                        + _variants(pair, "splitk", ("128x128",), (4, 8)) + _variants(pair, "splitk", wide, (4,))))
-            out.append(((1000, 1000, 100000), pair, _variants(pair, "splitk", ("128x64", "128x128"), (4, 8))
-                        + _variants(pair, "splitk", wide, (8,))))
-            out.append(((512, 512, 65536), pair, _variants(pair, "splitk", ("128x64", "128x128") + wide, (16, 32))))
+                        + _variants(pair, "splitk", ("128x128",), (4, 8))))
+            out.append(((1000, 1000, 100000), pair, _variants(pair, "splitk", ("128x64", "128x128"), (4, 8))))
+            out.append(((512, 512, 65536), pair, _variants(pair, "splitk", ("128x64", "128x128"), (16, 32))))
         out.append(((8192, 128, 8192), "TN", _variants("TN", "splitk", ("128x64",), (3, 4))
                     + _variants("TN", "splitk", ("128x128",), (4,))))
-        for pair in WIDE_PAIRS:
-            out.append(((8192, 128, 8192), pair, _variants(pair, "splitk", ("128x128", WIDE), (4,))))
-        for pair in WIDE_PAIRS:  # many tiles, split in two for accuracy (k >= 16384)
-            out.append(((2048, 2048, 16384), pair, _variants(pair, "splitk", ("128x128", WIDE), (2,))))
+        for pair in ("NN", "NT"):
+            out.append(((8192, 128, 8192), pair, _variants(pair, "splitk", ("128x128",), (4,))))
+        for pair in ("NN", "NT"):  # many tiles, split in two for accuracy (k >= 16384)
+            out.append(((2048, 2048, 16384), pair, _variants(pair, "splitk", ("128x128",), (2,))))
     elif which == "api":
         for size in (512, 768, 1024, 1536):
             for pair in PAIRS:

@@ -216,14 +216,6 @@ _T64 = dict(BM=128, BN=64, BK=16, WARPS_M=4, WARPS_N=1, LANES_M=4, group_m=8, mi
 #: thread in this tile, 8 in the large one), which spills under 4 CTAs' 128-register cap, so
 #: these run 3 CTAs per SM (168 registers).
 _T64_KA = dict(_T64, min_blocks=3)
-#: 128x128x16 with 4 warps of 64 x 64 and a 16 x 8 thread tile: 2 CTAs per SM of 128 threads
-#: at up to 255 registers. Three fragment loads per 64 FMAs instead of four, so the K loop is
-#: faster once it reaches its steady state, with half the resident warps to hide latency: NN
-#: and NT only (both copy A by ``cp.async``; TN and TT ran slower with it), 16-byte class only
-#: (the narrower classes' copy instructions cost more than the tile saves); it pays only for a
-#: long K per CTA (docs/history/tuning-ladder-3-runs-g-to-i.md, "Run G"), which the cost model weighs.
-_T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=8, group_m=8, min_blocks=2)
-
 #: 64x64x16 with 2 warps of 32 x 64 (8 x 8 thread tiles, 64 threads): four times the CTAs of
 #: the 128x128 tile for small and narrow products (issue 43), whose few large tiles leave most
 #: SMs idle or most of a tile empty; with split-K its CTAs fill the device from sides of a few
@@ -233,44 +225,37 @@ _T128W = dict(BM=128, BN=128, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=4, TM=16, TN=
 #: k-major column and none with 8 (``kq=8``).
 _T6464 = dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=1, LANES_M=4, group_m=8, min_blocks=6)
 
-#: Four tiles with 4 x 4 thread tiles (issue 43): a K step costs a thread 256 FMAs instead of
+#: Three tiles with 4 x 4 thread tiles (issue 43): a K step costs a thread 256 FMAs instead of
 #: 1024, so a CTA with little K per tile finishes sooner, and the tiles fit narrow sides. 32x32x16
 #: (64 threads, 8 CTAs per SM) for small products, where one CTA's latency is most of the
 #: time; 32x64x16 and 64x32x16 (128 threads, 6 CTAs per SM) for one side of 17-32 beside a large
-#: one; 64x64x16 (256 threads, 3 CTAs per SM) for sides of 33-64 and beside them. 4-byte class
-#: only, so that every leading dimension and offset runs them, each with its slice kernel; 79-110
-#: registers and no spills under ptxas 13.0 (at 4 CTAs per SM the 64x64 tile spilled in NN and
-#: TN). The measurements that chose them are in docs/design.md, "The SIMT kernels".
+#: one. 4-byte class only, so that every leading dimension and offset runs them, each with its
+#: slice kernel; 79-110 registers and no spills under ptxas 13.0. The measurements that chose
+#: them are in docs/design.md, "The SIMT kernels", with why the 64x64 one (256 threads) left.
 _S3232 = dict(BM=32, BN=32, BK=16, WARPS_M=1, WARPS_N=2, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=8)
 _S3264 = dict(BM=32, BN=64, BK=16, WARPS_M=1, WARPS_N=4, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
 _S6432 = dict(BM=64, BN=32, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
-_S6464 = dict(BM=64, BN=64, BK=16, WARPS_M=2, WARPS_N=4, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=3)
 
 #: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
 #: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
 #: tests follow from it. Every pair has both tiles in the 16- and 4-byte classes and the large
 #: tile in the 8-byte class; each row costs 20-30 s of single-threaded compile at warm-up, and
-#: an 8-byte problem too small for the large tile runs the small tile's 4-byte variant. NN and NT
-#: add the large tile with the 16 x 8 thread tile in the 16-byte class. ``fma="snake"`` marks
+#: an 8-byte problem too small for the large tile runs the small tile's 4-byte variant. ``fma="snake"`` marks
 #: the rows whose FMA block runs in the snaking order: each was faster with it under one of the
 #: two nvJitLink versions measured, no slower under the other, and spills under neither (rungs
 #: 25 and 26 in docs/history/tuning-ladder-4-runs-j-to-l.md). The other rows keep the row
-#: order: the snaking one slowed NN 16 x 8 and NN's 8-byte row under 13.5 and TT's 4-byte row
+#: order: the snaking one slowed NN's 16 x 8 row (since removed) and 8-byte row under 13.5 and TT's 4-byte row
 #: under 13.0, made TN's 4- and 8-byte rows and NN's 128x64 rows spill under one toolchain,
 #: and was not timed under both on the rest (the other 128x64 rows). NT's 8 x 8 16-byte row
 #: spilled in it too until B's tile origin went into a view of B (``origin_view``,
 #: docs/history/tuning-ladder-5-runs-m-to-p.md, rung 29); NN's takes the same pair (rung 30).
 #: ``fma="snake_t"`` swaps the snaking loops: with the tile origins of both operands in views
 #: (TN's 4-byte row) or of A (its 8-byte row), neither spills under either toolchain and their
-#: K loops count a quarter of the row order's bank conflicts (rung 30). Since rung 30 the 8 x 8
-#: thread tile has run unsplit problems at least as fast at every K measured; the 16 x 8 rows of NN
-#: and NT stay as the recipe of the slice kernels, for the long slices of accuracy splits. TN's
+#: K loops count a quarter of the row order's bank conflicts (rung 30). TN's
 #: 4-byte class has a second row whose k-major copies give a column 8 lanes (``kq=8``) instead of
 #: 4: it ran the leading dimensions that are multiples of 32 or within one of a power of two
 #: faster, the others slower (rung 36); the cost model weighs the two.
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
-    TileConfig(**_T128W, transa="N", transb="N", align=16),
-    TileConfig(**_T128W, transa="N", transb="T", align=16, fma="snake"),
     TileConfig(**_T128, transa="N", transb="N", align=16, fma="snake", origin_view="b"),
     TileConfig(**_T128, transa="N", transb="T", align=16, fma="snake", origin_view="b"),
     TileConfig(**_T128, transa="T", transb="N", align=16, fma="snake"),
@@ -301,7 +286,7 @@ SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T6464, transa="T", transb="N", align=4, kq=8),
     TileConfig(**_T6464, transa="T", transb="T", align=4),
     *(TileConfig(**tile, transa=a, transb=b, align=4)
-      for tile in (_S3232, _S3264, _S6432, _S6464) for a in "NT" for b in "NT"),
+      for tile in (_S3232, _S3264, _S6432) for a in "NT" for b in "NT"),
 )
 
 _PAIRS = (("N", "N"), ("N", "T"), ("T", "N"), ("T", "T"))

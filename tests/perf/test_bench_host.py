@@ -390,8 +390,7 @@ def test_results_name_the_compiler_of_the_cached_cubins(tmp_path, monkeypatch):
 
 
 def test_split_lab_sets_time_registry_variants_in_every_case():
-    """Each case of every split-lab set times at least one variant, each named by the registry
-    (a pair without a listed tile, TN and TT without the 16 x 8 thread tile, keeps the others)."""
+    """Each case of every split-lab set times at least one variant, each named by the registry."""
     from perf import split_lab
     from sgblas.kernels.spec import by_name
 
