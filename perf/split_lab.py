@@ -8,8 +8,7 @@ Run on a GPU machine after ``python -m sgblas.warmup`` (CuPy for the operands an
 Sets (``--set``): ``short`` (1024^3 and 1536^3, where K is short but the tiles do not fill the
 GPU: the unsplit 128x64 and 128x128 tiles, and 2-4 slices of each slice kernel), ``long`` (the
 long-K shapes of issue 13, 3-32 slices; and 2048x2048x16384, whose many tiles are split in two
-for accuracy), ``api``
-(512^3 to 1536^3 and a few rectangles: what ``sgblas.sgemm`` runs with a default handle against
+for accuracy), ``api`` (512^3 to 1536^3 and a few rectangles: what ``sgblas.sgemm`` runs with a default handle against
 the unsplit 128x64 tile that ran them before split-K took short K, and in TN against the 128x64
 slice kernel that ran them before its 128x128 one existed), ``skinny`` (the skinny shapes of issue 13, each pair's skinny
 variant at 1 to 32 splits: how many CTAs per SM each loop streams best with). Every case is
@@ -40,6 +39,8 @@ if __package__ in (None, ""):
 
 L2_BYTES = 60 << 20
 PAIRS = ("NN", "NT", "TN", "TT")
+#: The pairs whose 128x128 slice kernels the long set also times at 8192 x 128 and 2048^2 x 16384.
+NN_NT = ("NN", "NT")
 
 
 def _variants(pair: str, kind: str, tiles: tuple[str, ...], splits: tuple[int, ...]) -> list[tuple[str, int]]:
@@ -72,10 +73,9 @@ def cases(which: str) -> list[tuple[tuple[int, int, int], str, list[tuple[str, i
             out.append(((512, 512, 65536), pair, _variants(pair, "splitk", ("128x64", "128x128"), (16, 32))))
         out.append(((8192, 128, 8192), "TN", _variants("TN", "splitk", ("128x64",), (3, 4))
                     + _variants("TN", "splitk", ("128x128",), (4,))))
-        for pair in ("NN", "NT"):
-            out.append(((8192, 128, 8192), pair, _variants(pair, "splitk", ("128x128",), (4,))))
-        for pair in ("NN", "NT"):  # many tiles, split in two for accuracy (k >= 16384)
-            out.append(((2048, 2048, 16384), pair, _variants(pair, "splitk", ("128x128",), (2,))))
+        out += [((8192, 128, 8192), pair, _variants(pair, "splitk", ("128x128",), (4,))) for pair in NN_NT]
+        # many tiles, split in two for accuracy (k >= 16384)
+        out += [((2048, 2048, 16384), pair, _variants(pair, "splitk", ("128x128",), (2,))) for pair in NN_NT]
     elif which == "api":
         for size in (512, 768, 1024, 1536):
             for pair in PAIRS:

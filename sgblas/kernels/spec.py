@@ -236,25 +236,25 @@ _S3232 = dict(BM=32, BN=32, BK=16, WARPS_M=1, WARPS_N=2, LANES_M=8, TM=4, TN=4, 
 _S3264 = dict(BM=32, BN=64, BK=16, WARPS_M=1, WARPS_N=4, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
 _S6432 = dict(BM=64, BN=32, BK=16, WARPS_M=2, WARPS_N=2, LANES_M=8, TM=4, TN=4, group_m=8, min_blocks=6)
 
-#: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair,
-#: alignment class in bytes). A row is the whole recipe: name, guard, grid, builder and
-#: tests follow from it. Every pair has both tiles in the 16- and 4-byte classes and the large
-#: tile in the 8-byte class; each row costs 20-30 s of single-threaded compile at warm-up, and
-#: an 8-byte problem too small for the large tile runs the small tile's 4-byte variant. ``fma="snake"`` marks
-#: the rows whose FMA block runs in the snaking order: each was faster with it under one of the
-#: two nvJitLink versions measured, no slower under the other, and spills under neither (rungs
-#: 25 and 26 in docs/history/tuning-ladder-4-runs-j-to-l.md). The other rows keep the row
-#: order: the snaking one slowed NN's 16 x 8 row (since removed) and 8-byte row under 13.5 and TT's 4-byte row
-#: under 13.0, made TN's 4- and 8-byte rows and NN's 128x64 rows spill under one toolchain,
-#: and was not timed under both on the rest (the other 128x64 rows). NT's 8 x 8 16-byte row
-#: spilled in it too until B's tile origin went into a view of B (``origin_view``,
+#: The SIMT generator's manifest: one row per compiled variant (tile, transpose pair, alignment
+#: class in bytes). A row is the whole recipe: name, guard, grid, builder and tests follow from it.
+#: Every pair has both tiles in the 16- and 4-byte classes and the large tile in the 8-byte class;
+#: each row costs 20-30 s of single-threaded compile at warm-up, and an 8-byte problem too small for
+#: the large tile runs the small tile's 4-byte variant. ``fma="snake"`` marks the rows whose FMA
+#: block runs in the snaking order: each was faster with it under one of the two nvJitLink versions
+#: measured, no slower under the other, and spills under neither (rungs 25 and 26 in
+#: docs/history/tuning-ladder-4-runs-j-to-l.md). The other rows keep the row order: the snaking one
+#: slowed NN's 16 x 8 row (since removed) and 8-byte row under 13.5 and TT's 4-byte row under 13.0,
+#: made TN's 4- and 8-byte rows and NN's 128x64 rows spill under one toolchain, and was not timed
+#: under both on the rest (the other 128x64 rows). NT's 8 x 8 16-byte row spilled in it too until
+#: B's tile origin went into a view of B (``origin_view``,
 #: docs/history/tuning-ladder-5-runs-m-to-p.md, rung 29); NN's takes the same pair (rung 30).
-#: ``fma="snake_t"`` swaps the snaking loops: with the tile origins of both operands in views
-#: (TN's 4-byte row) or of A (its 8-byte row), neither spills under either toolchain and their
-#: K loops count a quarter of the row order's bank conflicts (rung 30). TN's
-#: 4-byte class has a second row whose k-major copies give a column 8 lanes (``kq=8``) instead of
-#: 4: it ran the leading dimensions that are multiples of 32 or within one of a power of two
-#: faster, the others slower (rung 36); the cost model weighs the two.
+#: ``fma="snake_t"`` swaps the snaking loops: with the tile origins of both operands in views (TN's
+#: 4-byte row) or of A (its 8-byte row), neither spills under either toolchain and their K loops
+#: count a quarter of the row order's bank conflicts (rung 30). TN's 4-byte class has a second row
+#: whose k-major copies give a column 8 lanes (``kq=8``) instead of 4: it ran the leading dimensions
+#: that are multiples of 32 or within one of a power of two faster, the others slower (rung 36); the
+#: cost model weighs the two.
 SIMT_MANIFEST: tuple[TileConfig, ...] = (
     TileConfig(**_T128, transa="N", transb="N", align=16, fma="snake", origin_view="b"),
     TileConfig(**_T128, transa="N", transb="T", align=16, fma="snake", origin_view="b"),
