@@ -19,12 +19,6 @@ for the next columns run together and find it in L2. Rows past m read the last r
 and store nothing; columns past n multiply zeros and store nothing. Every global access is a
 scalar 4-byte one, so one row per pair serves every alignment class (``a4``).
 
-``LowKConfig.walk`` (no registry row yet; the lab's question is whether it writes C nearer the
-device's store rate): a grid of at most ``128 * walk`` CTAs, each walking a run of consecutive
-tiles (N fastest) with its rows of op(A) held in registers (k <= KMAX = 16) and the next tile's
-slice of op(B) loaded into registers while this tile's products are made and its C stored, so
-that a CTA's loads and stores overlap instead of taking turns with its neighbours'.
-
 The kernel text is generated from :class:`LowKConfig` (every register a named scalar) and
 compiled by :mod:`sgblas.kernels.lowk_jit`; the registry (:mod:`sgblas.kernels.spec`) makes a row
 of each config of :data:`LOWK_MANIFEST`. This module imports without Numba.
@@ -55,10 +49,6 @@ class LowKConfig:
     group_m: int = 0    # 0: N tiles fastest; G: G M tiles fastest, then the next N tile (CTAs
     #                     next to each other in M run together, so the sectors of C they share
     #                     at an unaligned boundary meet in L2)
-    #: 0: one tile a CTA. W > 0: at most W * 128 CTAs (:func:`grid_for`), each walking its
-    #: share of the tiles in order (N fastest) with its rows of op(A) held in registers
-    #: (KMAX <= 16) and the next tile's slice of op(B) loaded while this tile's C is stored.
-    walk: int = 0
     transa: str = "N"
     transb: str = "N"
 
@@ -86,8 +76,7 @@ class LowKConfig:
     def name(self) -> str:
         """``sgemm_lowk_<pair>_<BM>x<BN>x<KSTEP>[p<ahead>][g<group_m>]_1s_a4``: the tile, then the
         parameters that differ from the default (steps of A in flight, the M-tile groups)."""
-        extra = (f"p{self.ahead}" if self.ahead != 1 else "") + (f"g{self.group_m}" if self.group_m else "") \
-            + (f"w{self.walk}" if self.walk else "")
+        extra = (f"p{self.ahead}" if self.ahead != 1 else "") + (f"g{self.group_m}" if self.group_m else "")
         return (f"sgemm_lowk_{self.transa}{self.transb}".lower()
                 + f"_{self.BM}x{self.BN}x{self.KSTEP}{extra}_{self.STAGES}s_a{self.align}")
 
@@ -95,10 +84,6 @@ class LowKConfig:
         assert self.THREADS % 32 == 0 and self.R >= 1, "whole warps, at least one row a thread"
         assert self.BN % 8 == 0 and self.KMAX % self.KSTEP == 0, "whole column groups and K steps"
         assert self.transa in "NT" and self.transb in "NT"
-        if self.walk:
-            assert self.KMAX <= 16 and not self.group_m, "a walking CTA holds its rows' op(A) in registers"
-            assert (self.KMAX * self.BN) % self.THREADS == 0 and self.THREADS % self.BN == 0 \
-                and self.THREADS % self.KMAX == 0, "each thread copies whole elements of op(B)'s slice"
 
 
 def _pairs(**kw: Any) -> tuple[LowKConfig, ...]:
@@ -113,8 +98,7 @@ LOWK_MANIFEST: tuple[LowKConfig, ...] = _pairs()
 def grid_for(cfg: LowKConfig, m: int, n: int) -> tuple[int, int, int]:
     """One CTA per BM x BN tile of C, as a 1-D grid (the kernel numbers the tiles: N fastest, or
     in groups of ``group_m`` M tiles)."""
-    tiles = -(-m // cfg.BM) * -(-n // cfg.BN)
-    return (min(tiles, 128 * cfg.walk) if cfg.walk else tiles, 1, 1)
+    return (-(-m // cfg.BM) * -(-n // cfg.BN), 1, 1)
 
 
 def guard(cfg: LowKConfig, p: GemmProblem) -> str | None:
@@ -135,13 +119,18 @@ def _u(x: Any) -> str:
 def generate_source(cfg: LowKConfig, fname: str, after_grid: bool, simulator: bool = False) -> str:
     """The kernel's Python text (ABI :data:`sgblas.kernels.abi.GEMM`)."""
     cfg.check()
-    if cfg.walk:
-        return _generate_walk(cfg, fname, after_grid, simulator)
     T, R, BN = cfg.THREADS, cfg.R, cfg.BN
     a_t, b_t = cfg.transa == "T", cfg.transb == "T"
+    align = "" if simulator else ", alignment=16"
     out: list[str] = []
     w = out.append
-    _prologue(w, fname, after_grid, cfg.KMAX * BN, simulator)
+    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):")
+    if after_grid:
+        w("    grid_dependency_wait()")
+    w(f"    Bs = cuda.shared.array({cfg.KMAX * BN}, float32{align})")
+    w("    um = uint32(m)\n    un = uint32(n)\n    uk = uint32(k)")
+    w("    ulda = uint64(uint32(lda))\n    uldb = uint64(uint32(ldb))\n    uldc = uint64(uint32(ldc))")
+    w("    tid = uint32(cuda.threadIdx.x)")
     w(f"    n_tiles = uint32((un + uint32({BN - 1})) // uint32({BN}))")
     w("    bid = uint32(cuda.blockIdx.x)")
     if cfg.group_m:
@@ -199,7 +188,13 @@ def generate_source(cfg: LowKConfig, fname: str, after_grid: bool, simulator: bo
     last = f"f{cfg.ahead}_" if cfg.ahead > 1 else "f"
     load_group(last, f"uint32((g + uint32({cfg.ahead})) << uint32(2))", "        ")
     w(f"        bb = uint32(g * uint32({4 * BN}))")
-    _step(w, R, BN, "bb", lambda r, q: f"a{r}_{q}", "        ")
+    for q in range(4):
+        for jv in range(BN // 4):
+            w(f"        b0, b1, b2, b3 = lds4(Bs, bb + uint32({q * BN + 4 * jv}))")
+            for r in range(R):
+                for c in range(4):
+                    j = 4 * jv + c
+                    w(f"        c{r}_{j} = c{r}_{j} + a{r}_{q} * b{c}")
     ring = ["a"] + [f"f{s}_" for s in range(1, cfg.ahead)] + [last]
     for dst, src in zip(ring, ring[1:]):
         for r in range(R):
@@ -207,137 +202,24 @@ def generate_source(cfg: LowKConfig, fname: str, after_grid: bool, simulator: bo
                 w(f"        {dst}{r}_{q} = {src}{r}_{q}")
     w("        g = uint32(g + uint32(1))")
     # Epilogue: column by column, C read in groups of 8 columns, loads ahead of stores.
-    _epilogue(w, R, BN, "    ")
-    return "\n".join(out) + "\n"
-
-
-def _prologue(w: Any, fname: str, after_grid: bool, shared_floats: int, simulator: bool) -> None:
-    """The signature, the wait for the grid ahead (sm_90 builds), op(B)'s shared array and the
-    arguments as the unsigned integers the index arithmetic uses."""
-    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):")
-    if after_grid:
-        w("    grid_dependency_wait()")
-    w(f"    Bs = cuda.shared.array({shared_floats}, float32{'' if simulator else ', alignment=16'})")
-    w("    um = uint32(m)\n    un = uint32(n)\n    uk = uint32(k)")
-    w("    ulda = uint64(uint32(lda))\n    uldb = uint64(uint32(ldb))\n    uldc = uint64(uint32(ldc))")
-    w("    tid = uint32(cuda.threadIdx.x)")
-
-
-def _step(w: Any, R: int, BN: int, row0: str, a: Any, pad: str) -> None:
-    """One step of 4 k values: for each k, op(B)'s row (from shared element ``row0``) in
-    16-byte broadcast reads, each feeding its 4 columns' multiply-adds of the R rows (``a(r, q)``
-    names row r's value of the step's k number q)."""
-    for q in range(4):
-        for jv in range(BN // 4):
-            w(f"{pad}b0, b1, b2, b3 = lds4(Bs, {row0} + uint32({q * BN + 4 * jv}))")
-            for r in range(R):
-                for c in range(4):
-                    w(f"{pad}c{r}_{4 * jv + c} = c{r}_{4 * jv + c} + {a(r, q)} * b{c}")
-
-
-def _epilogue(w: Any, R: int, BN: int, pad: str) -> None:
-    """The stores of a thread's R x BN accumulators, column by column (``alpha * acc + beta *
-    C``, C read in groups of 8 columns with its loads ahead of the stores, only when beta != 0),
-    at indent ``pad``: ``n0`` the tile's first column, ``row{r}`` the thread's rows."""
-    w(f"{pad}ncols = uint32(un - n0)")
-    w(f"{pad}read_c = beta != float32(0)")
+    w("    ncols = uint32(un - n0)")
+    w("    read_c = beta != float32(0)")
     for r in range(R):
-        w(f"{pad}if row{r} < um:")
-        w(f"{pad}    ci = uint64(n0) * uldc + uint64(row{r})")
-        w(f"{pad}    if read_c:")
+        w(f"    if row{r} < um:")
+        w(f"        ci = uint64(n0) * uldc + uint64(row{r})")
+        w("        if read_c:")
         for j0 in range(0, BN, 8):
-            w(f"{pad}        cj = ci")
+            w("            cj = ci")
             for j in range(j0, j0 + 8):
-                w(f"{pad}        t{j - j0} = C[cj] if uint32({j}) < ncols else float32(0)")
-                w(f"{pad}        cj = cj + uldc")
+                w(f"            t{j - j0} = C[cj] if uint32({j}) < ncols else float32(0)")
+                w("            cj = cj + uldc")
             for j in range(j0, j0 + 8):
-                w(f"{pad}        if uint32({j}) < ncols:")
-                w(f"{pad}            C[ci] = alpha * c{r}_{j} + beta * t{j - j0}")
-                w(f"{pad}        ci = ci + uldc")
-        w(f"{pad}    else:")
+                w(f"            if uint32({j}) < ncols:")
+                w(f"                C[ci] = alpha * c{r}_{j} + beta * t{j - j0}")
+                w("            ci = ci + uldc")
+        w("        else:")
         for j in range(BN):
-            w(f"{pad}        if uint32({j}) < ncols:")
-            w(f"{pad}            C[ci] = alpha * c{r}_{j}")
-            w(f"{pad}        ci = ci + uldc")
-
-
-def _generate_walk(cfg: LowKConfig, fname: str, after_grid: bool, simulator: bool) -> str:
-    """:func:`generate_source` of a walking config: CTA ``b`` takes tiles ``b * per`` to
-    ``(b + 1) * per - 1`` (``per`` from the grid's size), N fastest, so its rows change only
-    where its share crosses into the next M tile. Its R rows' op(A)[row, 0:KMAX] stay in
-    registers (reloaded at such a crossing); op(B)'s slice of a tile passes through registers
-    into one of two shared buffers, and the next tile's slice is loaded into registers right
-    after the barrier, so that its latency passes while this tile's products are made and its
-    C stored. One barrier a tile: a buffer is rewritten only after every warp has passed the
-    barrier of the tile that read it last."""
-    T, R, BN, KM = cfg.THREADS, cfg.R, cfg.BN, cfg.KMAX
-    a_t, b_t = cfg.transa == "T", cfg.transb == "T"
-    NB = KM * BN // T  # elements of op(B)'s slice each thread copies
-    out: list[str] = []
-    w = out.append
-    _prologue(w, fname, after_grid, 2 * KM * BN, simulator)
-    w(f"    n_tiles = uint32((un + uint32({BN - 1})) // uint32({BN}))")
-    w(f"    tiles = uint32(n_tiles * ((um + uint32({cfg.BM - 1})) // uint32({cfg.BM})))")
-    w("    ctas = uint32(cuda.gridDim.x)")
-    w("    per = uint32((tiles + ctas - uint32(1)) // ctas)")
-    w("    t = uint32(uint32(cuda.blockIdx.x) * per)")
-    w("    t_end = uint32(t + per)")
-    w("    t_end = t_end if t_end < tiles else tiles")
-    w("    last = uint32(um - uint32(1))")
-    w("    kq = uint32((uk + uint32(3)) & uint32(4294967292))")
-    # The element of op(B)'s slice each copy i of a thread moves: (p, j), lanes along B's
-    # contiguous dimension (j in T, p in N).
-    for i in range(NB):
-        if b_t:
-            w(f"    bp{i} = uint32((tid + uint32({i * T})) // uint32({BN}))")
-            w(f"    bj{i} = uint32(tid + uint32({i * T}) - bp{i} * uint32({BN}))")
-        else:
-            w(f"    bj{i} = uint32((tid + uint32({i * T})) // uint32({KM}))")
-            w(f"    bp{i} = uint32(tid + uint32({i * T}) - bj{i} * uint32({KM}))")
-
-    def load_b(n0: str, pad: str) -> None:
-        for i in range(NB):
-            w(f"{pad}col = uint32({n0} + bj{i})")
-            idx = f"uint64(bp{i}) * uldb + uint64(col)" if b_t else f"uint64(col) * uldb + uint64(bp{i})"
-            w(f"{pad}v{i} = B[{idx}] if bp{i} < uk and col < un else float32(0)")
-
-    w("    mt = uint32(t // n_tiles)")
-    w(f"    n0 = uint32((t - mt * n_tiles) * uint32({BN}))")
-    w("    if t < t_end:")
-    load_b("n0", "        ")
-    w("    else:")
-    w("        " + " = ".join(f"v{i}" for i in range(NB)) + " = float32(0)")
-    w("    held = uint32(4294967295)")  # the M tile whose rows of op(A) are in registers
-    w("    " + " = ".join(f"a{r}_{p}" for r in range(R) for p in range(KM)) + " = float32(0)")
-    w("    buf = uint32(0)")
-    w("    while t < t_end:")
-    w("        mt = uint32(t // n_tiles)")
-    w(f"        n0 = uint32((t - mt * n_tiles) * uint32({BN}))")
-    w(f"        m0 = uint32(mt * uint32({cfg.BM}))")
-    for r in range(R):
-        w(f"        row{r} = uint32(m0 + tid + uint32({r * T}))")
-    w(f"        base = uint32(buf * uint32({KM * BN}))")
-    for i in range(NB):
-        w(f"        Bs[base + bp{i} * uint32({BN}) + bj{i}] = v{i}")
-    w("        if mt != held:")
-    w("            held = mt")
-    for r in range(R):
-        w(f"            x{r} = uint64(row{r} if row{r} < um else last)")
-        for p in range(KM):
-            idx = f"x{r} * ulda + uint64({p})" if a_t else f"uint64({p}) * ulda + x{r}"
-            w(f"            a{r}_{p} = A[{idx}] if uint32({p}) < uk else float32(0)")
-    w("        cuda.syncthreads()")
-    w("        tn = uint32(t + uint32(1))")
-    w("        if tn < t_end:")
-    w("            mn = uint32(tn // n_tiles)")
-    w(f"            nn = uint32((tn - mn * n_tiles) * uint32({BN}))")
-    load_b("nn", "            ")
-    for r in range(R):
-        w("        " + " = ".join(f"c{r}_{j}" for j in range(BN)) + " = float32(0)")
-    for g in range(KM // 4):
-        w(f"        if kq > uint32({4 * g}):")
-        _step(w, R, BN, f"base + uint32({4 * g * BN})", lambda r, q, g=g: f"a{r}_{4 * g + q}", "            ")
-    _epilogue(w, R, BN, "        ")
-    w("        buf = uint32(buf ^ uint32(1))")
-    w("        t = tn")
+            w(f"            if uint32({j}) < ncols:")
+            w(f"                C[ci] = alpha * c{r}_{j}")
+            w("            ci = ci + uldc")
     return "\n".join(out) + "\n"

@@ -124,43 +124,6 @@ def test_generator_parameters_beyond_the_manifest(kw):
         assert_gemm_close(got, ref, seed=seed, label=f"{kw} {pair} m={m} n={n} k={k}")
 
 
-
-@pytest.mark.parametrize("kw", [dict(KMAX=16, walk=1), dict(R=1, KMAX=16, walk=1, min_blocks=6)],
-                         ids=["walk", "r1-walk"])
-def test_walking_ctas(kw):
-    """CTAs that walk several tiles (a grid smaller than the tiles, as ``walk`` makes it for
-    large products): the rows of op(A) reloaded where a CTA's share crosses into the next M
-    tile, op(B)'s slices through both shared buffers, and M, N and K tails; one CTA walking
-    every tile, and three CTAs with shares of different M tiles, the last one short."""
-    import dataclasses
-
-    from sgblas.kernels import lowk_jit
-
-    # (pair, shape, CTAs, beta): 6 tiles in one CTA; 8 tiles in shares of 3 (the second crossing
-    # an M tile, the last short); 4 tiles in shares of 2 (the third CTA has none); C all NaN.
-    cases = ((("N", "N"), (2 * CFG.THREADS + 3, 70, 6), 1, 0.5), (("T", "N"), (300, 100, 16), 3, 0.5),
-             (("N", "T"), (5, 100, 1), 3, 0.0), (("T", "T"), (300, 33, 13), 1, 0.0))
-    for pair, (m, n, k), ctas, beta in cases:
-        cfg = dataclasses.replace(CFG, transa=pair[0], transb=pair[1], **kw)
-        seed = zlib.crc32(repr(("lowk-walk", kw, pair)).encode())
-        ops = make_operands(np.random.default_rng(seed), *pair, m, n, k, (1, 0, 2), nan_c=beta == 0.0)
-        ref = reference_gemm(*pair, m, n, k, -1.5, ops.A, ops.lda, ops.B, ops.ldb, beta, ops.C, ops.ldc)
-        kernel = cuda.jit(lowk_jit.build_pyfunc(cfg, cfg.name(), False))
-        got = run_gemm(kernel[(ctas, 1, 1), (cfg.THREADS, 1, 1)], m, n, k, -1.5, ops, beta)
-        assert_gemm_close(got, ref, seed=seed, label=f"{kw} {pair} m={m} n={n} k={k} ctas={ctas}")
-
-
-def test_a_walking_grid_is_capped_and_names_its_walk():
-    import dataclasses
-
-    cfg = dataclasses.replace(CFG, KMAX=16, walk=8)
-    assert cfg.name() == "sgemm_lowk_nn_256x32x4w8_1s_a4"
-    assert lowk.grid_for(cfg, 4096, 16384) == (8 * 128, 1, 1)  # 16 x 512 tiles, walked
-    assert lowk.grid_for(cfg, 300, 40) == (4, 1, 1)  # fewer tiles than the cap: one each
-    with pytest.raises(AssertionError):
-        dataclasses.replace(CFG, walk=8).check()  # 64 k values of op(A) a row: too many registers
-
-
 # Real sizes (GPU only)
 
 GPU_SHAPES = [
