@@ -21,7 +21,8 @@ turn (the skinny variants need a small side, which the shapes before give them f
 16-byte rows take the padded and tight lds, the 4-byte rows every class; ``--skinny 0`` leaves
 them out); then ``--small`` (64) shapes from ``--seed`` + 2 with every side log-uniform over
 1..600 (the 64x64 tiles and their short splits, which the shapes before give few rows of:
-issue 43). Each case is swept as ``python -m perf.sweep``
+issue 43); then ``--tallthin`` (24) shapes drawn as ``perf.classes``'s tall-thin class draws
+them, from ``--seed`` + 3. Each case is swept as ``python -m perf.sweep``
 does it (every legal candidate timed by name, L2-cold, CUDA events, the median).
 
 The fit: every row of a candidate that ran and passed its check is rebuilt as the
@@ -88,6 +89,7 @@ __all__ = [
     "DEFAULT_RANDOM",
     "DEFAULT_SKINNY",
     "DEFAULT_SMALL",
+    "DEFAULT_TALLTHIN",
     "DEFAULT_LAUNCH_S",
     "FitRow",
     "FitResult",
@@ -111,6 +113,11 @@ DEFAULT_RANDOM = 200
 #: fit to made-up rates missed some skinny shapes by up to 37% without these, 16% with them.
 DEFAULT_SKINNY = 128
 DEFAULT_SMALL = 64
+#: Tall-thin shapes (``perf.classes``'s tallthin draw: m of 100000-2000000, n and k at most 64):
+#: the shapes before stop at sides of 20000, so the tile kernels' rates were fitted without a
+#: product of thousands of few-step tiles, and the H100 entry put the 128x64 tile at 92.9 us on
+#: 717593 x 19 x 36 where it ran 162.1 (docs/history/shape-classes.md).
+DEFAULT_TALLTHIN = 24
 #: See the module's docstring; docs/design.md has the cross-validation that chose it.
 DEFAULT_SLOW_RATIO = 2.0
 #: The largest side of the ``--small`` shapes.
@@ -153,18 +160,33 @@ DEFAULT_FILL = 2.0
 
 def calibration_cases(seed: int = DEFAULT_SEED, count: int = DEFAULT_RANDOM, skinny: int = DEFAULT_SKINNY,
                       pairs: Sequence[str] = bench.PAIRS, ld_classes: Sequence[str] = sweep.LD_CLASSES,
-                      max_dim: int | None = None, small: int = DEFAULT_SMALL) -> list[sweep.SweepCase]:
+                      max_dim: int | None = None, small: int = DEFAULT_SMALL,
+                      tallthin: int = DEFAULT_TALLTHIN) -> list[sweep.SweepCase]:
     """``perf.bench``'s default shapes in every pair (the ld class turning over the pairs),
     then ``count`` random shapes from ``seed`` (:func:`perf.sweep.random_cases`), then
     ``skinny`` shapes with m or n at most 16 from ``seed + 1`` (:func:`perf.sweep.skinny_cases`,
     every ld class), then ``small`` shapes with every side at most :data:`SMALL_MAX_DIM` from
-    ``seed + 2``; ``max_dim`` drops the bench shapes with a larger dimension."""
+    ``seed + 2``, then ``tallthin`` shapes of ``perf.classes``'s tall-thin class from ``seed + 3``
+    (each pair and ld class in turn); ``max_dim`` drops the bench shapes with a larger dimension."""
     shapes = [s for s in sweep.bench_shapes("all") if max_dim is None or max(s[:3]) <= max_dim]
     cases = sweep.rotated_cases(shapes, pairs, ld_classes)
     cases += sweep.random_cases(count, seed, pairs, ld_classes, start=len(cases))
     cases += sweep.skinny_cases(skinny, seed + 1, pairs, ld_classes, start=len(cases))
-    return cases + sweep.random_cases(small, seed + 2, pairs, ld_classes, start=len(cases),
-                                      max_dim=SMALL_MAX_DIM, shape_set="small")
+    cases += sweep.random_cases(small, seed + 2, pairs, ld_classes, start=len(cases),
+                                max_dim=SMALL_MAX_DIM, shape_set="small")
+    return cases + _tallthin_cases(tallthin, seed + 3, pairs, ld_classes, start=len(cases))
+
+
+def _tallthin_cases(count: int, seed: int, pairs: Sequence[str], ld_classes: Sequence[str],
+                    start: int) -> list[sweep.SweepCase]:
+    """``count`` shapes of ``perf.classes``'s tall-thin draw, numbered from ``start``, each pair
+    and then each ld class in turn."""
+    from perf import classes
+
+    tall = next(c for c in classes.CLASSES if c.name == "tallthin")
+    turns = [(p, ld) for ld in ld_classes for p in pairs]
+    return [sweep.make_case(c.m, c.n, c.k, *turns[i % len(turns)], "tallthin", start + i)
+            for i, c in enumerate(classes.class_cases(tall, count, seed))]
 
 
 # --------------------------------------------------------------------------------------------
@@ -706,6 +728,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--small", type=int, default=DEFAULT_SMALL, metavar="N",
                        help=f"then shapes with every side at most {SMALL_MAX_DIM}, from seed + 2 "
                             f"(default: {DEFAULT_SMALL}; 0: none)")
+    group.add_argument("--tallthin", type=int, default=DEFAULT_TALLTHIN, metavar="N",
+                       help=f"then tall-thin shapes (perf.classes's draw), from seed + 3 "
+                            f"(default: {DEFAULT_TALLTHIN}; 0: none)")
     group.add_argument("--seed", type=int, default=DEFAULT_SEED,
                        help=f"seed of the random shapes and of the operands (default: {DEFAULT_SEED})")
     group.add_argument("--pairs", type=bench.parse_pairs, default=bench.PAIRS, metavar="NN,NT,TN,TT",
@@ -763,9 +788,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--holdout judges the fit of earlier rows: give them with --from")
     if args.refit and not args.extend:
         parser.error("--refit replaces some of an entry's variants and holds the rest: give it with --extend")
-    if args.random < 0 or args.skinny < 0 or args.small < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
+    if args.random < 0 or args.skinny < 0 or args.small < 0 or args.tallthin < 0 or args.passes < 1 or args.max_evals < 10 or args.prior < 0 or args.max_block_rows < 1 \
             or args.slow_ratio < 0 or 0 < args.slow_ratio <= 1 or (args.fill is not None and args.fill < 0):
-        parser.error("--random, --passes, --max-evals, --prior, --max-block-rows, --slow-ratio or --fill is out of range")
+        parser.error("--random, --skinny, --small, --tallthin, --passes, --max-evals, --prior, --max-block-rows, --slow-ratio or --fill is out of range")
     return args
 
 
@@ -780,7 +805,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parse_args(argv)
     cases = sweep.shard(calibration_cases(args.seed, args.random, args.skinny, args.pairs, max_dim=args.max_dim,
-                                             small=args.small),
+                                             small=args.small, tallthin=args.tallthin),
                         args.shard)
     if args.list:
         print(f"seed {args.seed}")

@@ -105,14 +105,20 @@ def test_calibration_set():
     assert all(min(c.m, c.n) <= 16 and c.flop <= 2 ** 37 for c in skinny)
     sides = Counter((c.pair, c.ld_class, "m" if i % 2 == 0 else "n") for i, c in enumerate(skinny))
     assert len(sides) == 32 and set(sides.values()) == {calibrate.DEFAULT_SKINNY // 32}
-    small = cases[40 + calibrate.DEFAULT_RANDOM + calibrate.DEFAULT_SKINNY:]
+    small = cases[40 + calibrate.DEFAULT_RANDOM + calibrate.DEFAULT_SKINNY:-calibrate.DEFAULT_TALLTHIN]
     assert len(small) == calibrate.DEFAULT_SMALL and {c.shape_set for c in small} == {"small"}
     assert all(max(c.m, c.n, c.k) <= calibrate.SMALL_MAX_DIM for c in small)
     assert {(c.pair, c.ld_class) for c in small} == {(p, ld) for p in bench.PAIRS for ld in sweep.LD_CLASSES}
     assert all((c.m if i % 2 == 0 else c.n) <= 16 for i, c in enumerate(skinny))
+    tall = cases[-calibrate.DEFAULT_TALLTHIN:]
+    assert {c.shape_set for c in tall} == {"tallthin"} and calibrate.DEFAULT_TALLTHIN >= 16
+    assert all(c.m >= 100000 and c.n <= 64 and c.k <= 64 for c in tall)
+    assert {(c.pair, c.ld_class) for c in tall} == {(p, ld) for p in bench.PAIRS for ld in sweep.LD_CLASSES}
     assert [c.index for c in cases] == list(range(len(cases)))
     assert len(calibrate.calibration_cases(max_dim=8192)) == len(cases) - 8  # 16384^3 and 1000x1000x100000
-    assert len(calibrate.calibration_cases(count=0, skinny=0, small=0)) == 40
+    assert len(calibrate.calibration_cases(count=0, skinny=0, small=0, tallthin=0)) == 40
+    only_nn = calibrate.calibration_cases(count=0, skinny=0, small=0, pairs=("NN",))
+    assert {c.pair for c in only_nn} == {"NN"} and sum(c.shape_set == "tallthin" for c in only_nn) == 24
 
 
 class _NumpyAsCupyBackend(bench.CupyBackend):
@@ -551,7 +557,8 @@ def test_measuring_run_fits_and_keeps_its_rows(tmp_path, monkeypatch, capsys):
                          "--write", str(target), "--out", str(tmp_path)])
     assert rc == 0, capsys.readouterr()
     assert seen["tool"] == "calibrate" and seen["seed"] == 21
-    assert [c.index for c in seen["cases"]] == list(range(1, 43 + calibrate.DEFAULT_SKINNY + calibrate.DEFAULT_SMALL, 2))
+    assert [c.index for c in seen["cases"]] == list(range(1, 43 + calibrate.DEFAULT_SKINNY + calibrate.DEFAULT_SMALL
+                                                          + calibrate.DEFAULT_TALLTHIN, 2))
     assert json.loads(target.read_text())["devices"]["sm_90/100/6144b"]["source"]["seed"] == 21
     (path,) = tmp_path.glob("calibrate_*.json")
     doc = json.loads(path.read_text())
@@ -663,7 +670,7 @@ def test_regret_table_from_a_sweep_document():
 @pytest.mark.parametrize("tool, argv, count", [
     (sweep, ["--shapes", "bench,7x5x3", "--pairs", "NN,TT", "--ld-class", "tight,offset"], 44),
     (sweep, ["--shapes", "random", "--random", "6", "--ld-class", "all"], 6),
-    (calibrate, ["--random", "10", "--skinny", "4", "--small", "3"], 57),
+    (calibrate, ["--random", "10", "--skinny", "4", "--small", "3", "--tallthin", "2"], 59),
     (regret, ["--count", "12", "--shard", "1/4"], 3),
 ])
 def test_list_needs_no_gpu(tool, argv, count, capsys):
