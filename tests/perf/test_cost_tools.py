@@ -118,7 +118,7 @@ def test_calibration_set():
     assert len(calibrate.calibration_cases(max_dim=8192)) == len(cases) - 8  # 16384^3 and 1000x1000x100000
     assert len(calibrate.calibration_cases(count=0, skinny=0, small=0, tallthin=0)) == 40
     only_nn = calibrate.calibration_cases(count=0, skinny=0, small=0, pairs=("NN",))
-    assert {c.pair for c in only_nn} == {"NN"} and sum(c.shape_set == "tallthin" for c in only_nn) == 24
+    assert {c.pair for c in only_nn} == {"NN"} and sum(c.shape_set == "tallthin" for c in only_nn) == calibrate.DEFAULT_TALLTHIN
 
 
 class _NumpyAsCupyBackend(bench.CupyBackend):
