@@ -165,7 +165,61 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     # A call's path says nothing of an uncalibrated device: explain does, once.
     if cal is None:
         cal = _model.calibration_for(p.cc, props, warn=not quick)
-    return _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
+    legal, narrower = _widest(legal)
+    choice = _by_model(legal, tuple(refused), p, props, workspace_bytes, quick, rectangle, cal)
+    if quick or not narrower or choice.spec is None:
+        return choice
+    # explain ranks the twins too, so that a benchmark times every legal candidate by name.
+    ranking, passed = list(choice.ranking), []
+    ranked = {name for name, _ in ranking}
+    for spec, twin in narrower:
+        own = _by_model([spec], (), p, props, workspace_bytes, False, rectangle, cal)
+        # The twins' splits are the same, so the accuracy policy keeps the twin's of the wider one's.
+        ours, theirs = f"_a{spec.align}", f"_a{twin.align}"
+        ranking += [(name, t) for name, t in own.ranking if name.replace(ours, theirs, 1) in ranked]
+        passed.append((spec.name, f"{twin.name}, its twin of a wider alignment class, can run this problem and "
+                                  f"is weighed in its place"))
+    return choice._replace(passed_over=choice.passed_over + tuple(passed),
+                           ranking=tuple(sorted(ranking, key=lambda item: item[1])))
+
+
+_TWINS: list = [None, {}]
+
+
+def _widest(legal: list) -> tuple[list, list]:
+    """``(weighed, narrower)``: ``legal`` without the variants whose twin of a wider alignment
+    class (the same name but for its ``_aN``) is legal too, and those as ``(variant, twin)``.
+    A wider class's twin reads its operands with wider vectors; where either was near the
+    fastest candidate, the narrower one won next to nothing over it and was chosen wrongly
+    when predicted a little faster (``docs/design.md``, "Alignment twins"), so the narrower one
+    is not weighed. It still runs by name."""
+    kernels = registry.GEMM_KERNELS
+    if _TWINS[0] is not kernels:
+        stems: dict[str, list] = {}
+        for spec in kernels:
+            tail = f"_a{spec.align}"
+            if spec.name.endswith(tail):
+                stems.setdefault(spec.name[:-len(tail)], []).append(spec)
+        wider = {}
+        for same in stems.values():
+            for spec in same:
+                above = tuple(t for t in sorted(same, key=lambda t: -t.align) if t.align > spec.align)
+                if above:
+                    wider[spec] = above
+        _TWINS[:] = [kernels, wider]
+    wider = _TWINS[1]
+    weighed, narrower, present = [], [], None
+    for spec in legal:
+        above = wider.get(spec)
+        if above is not None:
+            if present is None:
+                present = set(legal)
+            twin = next((t for t in above if t in present), None)
+            if twin is not None:
+                narrower.append((spec, twin))
+                continue
+        weighed.append(spec)
+    return weighed, narrower
 
 
 _UNASKED = object()

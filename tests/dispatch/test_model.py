@@ -114,7 +114,27 @@ def test_the_choice_is_the_candidate_of_least_predicted_time(calibrated):
     assert c.spec.name == faster and c.candidate.startswith(faster)
     assert c.ranking[0] == (c.candidate, c.predicted_s)
     assert [t for _, t in c.ranking] == sorted(t for _, t in c.ranking)
-    assert all("predicted" in why for name, why in c.passed_over if name.startswith("sgemm_simt_nn"))
+    assert all("predicted" in why or "wider alignment class" in why
+               for name, why in c.passed_over if name.startswith("sgemm_simt_nn"))
+
+
+@pytest.mark.parametrize("pair", ["NN", "TT"])
+def test_a_narrower_alignment_twin_is_ranked_but_not_weighed_where_its_wider_twin_is_legal(calibrated, pair):
+    """A variant whose twin of a wider alignment class is legal is not chosen, even where it is
+    predicted fastest: explain ranks it and says why, and it still runs by name."""
+    narrow = f"sgemm_simt_{pair.lower()}_128x128x16_2s_a4"
+    wide = narrow.replace("_a4", "_a16")
+    calibrated(_rates(narrow, factor=10.0))
+    p = problem(ta=pair[0], tb=pair[1], m=4096, n=4096, k=4096)
+    assert by_name(narrow).can_implement(p) is None and by_name(wide).can_implement(p) is None
+    c = plan.choose(p, H200, WORKSPACE)
+    quick = plan.choose(p, H200, WORKSPACE, quick=True)
+    assert c.ranking[0][0] == narrow and c.spec.name != narrow and quick.candidate == c.candidate
+    assert "can run this problem and is weighed in its place" in dict(c.passed_over)[narrow]
+    assert plan.find_candidate(p, H200, WORKSPACE, narrow).spec.name == narrow
+    odd = problem(ta=pair[0], tb=pair[1], m=4095, n=4096, k=4096, lda=4097 if pair[0] == "N" else 4096)
+    assert by_name(wide).can_implement(odd) is not None  # no wider twin: the narrow one is weighed
+    assert plan.choose(odd, H200, WORKSPACE).spec.name == narrow
 
 
 @pytest.mark.parametrize("slow_ld, fill", [(None, 0.0), (0.5, 0.0), (None, 2.0)])

@@ -187,6 +187,16 @@ def _true_calibration(fill: float | None = None):
         d = rates[name]
         rates[name] = model.Rates(d.flops * f, lone, cta, d.bandwidth * bw, slow, d.c_bandwidth * cbw, cu, start,
                                   d.cta_bandwidth * 1.5)
+    # As measured (docs/design.md, "Alignment twins"), a variant is no faster than its twin of a
+    # wider alignment class: the dispatcher weighs only the wider one where both are legal.
+    for name in rates:
+        for narrow, wide in (("_a4", "_a16"), ("_a4", "_a8"), ("_a8", "_a16")):
+            twin = name[:-len(narrow)] + wide if name.endswith(narrow) else None
+            if twin in rates:
+                w = rates[twin]
+                rates[name] = w._replace(flops=0.9 * w.flops, bandwidth=0.9 * w.bandwidth,
+                                         cta_bandwidth=0.9 * w.cta_bandwidth, c_bandwidth=0.9 * w.c_bandwidth)
+                break
     # In the model's form that a fit takes unless told otherwise.
     fill = calibrate.DEFAULT_FILL if fill is None else fill
     rates = {name: r._replace(fill=fill) for name, r in rates.items()}
