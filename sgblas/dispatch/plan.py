@@ -183,10 +183,10 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
                            ranking=tuple(sorted(ranking, key=lambda item: item[1])))
 
 
-_TWINS: list = [None, {}]
+_TWINS: list = [None, {}, {}]
 
 
-def _widest(legal: list) -> tuple[list, list]:
+def _widest(legal: list) -> tuple[tuple, tuple]:
     """``(weighed, narrower)``: ``legal`` without the variants whose twin of a wider alignment
     class (the same name but for its ``_aN``) is legal too, and those as ``(variant, twin)``.
     A wider class's twin reads its operands with wider vectors; where either was near the
@@ -206,20 +206,25 @@ def _widest(legal: list) -> tuple[list, list]:
                 above = tuple(t for t in sorted(same, key=lambda t: -t.align) if t.align > spec.align)
                 if above:
                     wider[spec] = above
-        _TWINS[:] = [kernels, wider]
+        _TWINS[:] = [kernels, wider, {}]
+    # The legal lists of a shape's class recur (the guards answer alike across most shapes).
+    key = tuple(legal)
+    found = _TWINS[2].get(key)
+    if found is not None:
+        return found
     wider = _TWINS[1]
-    weighed, narrower, present = [], [], None
+    weighed, narrower, present = [], [], set(legal)
     for spec in legal:
-        above = wider.get(spec)
-        if above is not None:
-            if present is None:
-                present = set(legal)
-            twin = next((t for t in above if t in present), None)
-            if twin is not None:
+        for twin in wider.get(spec, ()):
+            if twin in present:
                 narrower.append((spec, twin))
-                continue
-        weighed.append(spec)
-    return weighed, narrower
+                break
+        else:
+            weighed.append(spec)
+    if len(_TWINS[2]) >= PLAN_CACHE_SIZE:
+        _TWINS[2].clear()
+    found = _TWINS[2][key] = (tuple(weighed), tuple(narrower))
+    return found
 
 
 _UNASKED = object()
