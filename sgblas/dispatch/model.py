@@ -188,27 +188,22 @@ def _rates(key: str, name: str, values: list) -> Rates:
 
 def _transferred(key: str, entry: dict, rates: dict[str, Rates]) -> dict[str, str]:
     """Fill in ``rates`` for the registry's variants that ``entry`` has no rates for, from the
-    entries of devices with the same compute capability and SM count that have them: each of
-    their rates times the median ratio of that rate between the two entries over the variants
-    both have. A row added and calibrated on one such device (an H100) so starts on the other
-    (an H200) from its measured behaviour, not from the defaults, until that device's own sweep
-    refits it. Returns ``{variant: the key it came from}``."""
+    entries of devices with the same compute capability and SM count that have them, as they
+    are. A row added and calibrated on one such device (an H100 SXM) so starts on the other (an
+    H200) from its measured behaviour, not from the defaults, until that device's own sweep
+    refits it. The two have the same SMs, clocks and L2; scaling each rate by its median ratio
+    between the entries moved the small tiles' rates, whose fitted bandwidth is their own
+    limit and not the memory's, far from what they run at (``docs/design.md``, "Where it
+    stands"). Returns ``{variant: the key it came from}``."""
     family = key.rsplit("/", 1)[0] + "/"
     moved: dict[str, str] = {}
     for other, theirs in sorted(load_calibrations().items()):
         if other == key or not other.startswith(family):
             continue
-        missing = [n for n in theirs["rates"] if n in rates and n not in entry["rates"] and n not in moved]
-        shared = [n for n in theirs["rates"] if n in entry["rates"]]
-        if not missing or not shared:
-            continue
-        ratios = []
-        for i in range(len(RATE_FIELDS)):
-            r = sorted(entry["rates"][n][i] / theirs["rates"][n][i] for n in shared if theirs["rates"][n][i] > 0)
-            ratios.append(r[len(r) // 2] if r else 1.0)
-        for n in missing:
-            rates[n] = Rates(*(v * f for v, f in zip(_rates(other, n, theirs["rates"][n])[:-1], ratios)))
-            moved[n] = other
+        for n in theirs["rates"]:
+            if n in rates and n not in entry["rates"] and n not in moved:
+                rates[n] = _rates(other, n, theirs["rates"][n])
+                moved[n] = other
     return moved
 
 
