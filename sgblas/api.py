@@ -367,13 +367,15 @@ class Explanation(NamedTuple):
     ``kernel`` is the variant name, or None when nothing would be launched or the call is
     invalid (then ``status`` and ``message`` say why); ``alignment`` its alignment class in
     bytes. ``refusals`` are the variants that cannot run the problem, ``passed_over`` those
-    that could but that the cost model predicts slower, each as ``(name, reason)``. ``tail``: when
+    that could but that the cost model predicts slower or that a twin of a wider alignment
+    class stands in for, each as ``(name, reason)``. ``tail``: when
     ``kernel`` runs only the whole waves of its CTAs (a tail plan), each rectangle of C left
     as ``(row0, col0, rows, cols, kernel)``; ``message`` says how each is split.
 
     ``candidate`` is the chosen candidate plan's name (what ``sgemm(..., candidate=)`` takes),
     ``predicted_s`` its predicted time in seconds, and ``candidates`` every legal candidate
-    with its predicted time, fastest first (:mod:`sgblas.dispatch.model`). ``calibrated``:
+    with its predicted time, fastest first (:mod:`sgblas.dispatch.model`; a variant whose twin
+    of a wider alignment class can run the problem is listed but not chosen). ``calibrated``:
     whether the predictions use rates measured on this kind of device.
     """
 
