@@ -175,55 +175,44 @@ def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int
     for spec, twin in narrower:
         own = _by_model([spec], (), p, props, workspace_bytes, False, rectangle, cal)
         # The twins' splits are the same, so the accuracy policy keeps the twin's of the wider one's.
-        ours, theirs = f"_a{spec.align}", f"_a{twin.align}"
-        ranking += [(name, t) for name, t in own.ranking if name.replace(ours, theirs, 1) in ranked]
+        ranking += [(name, t) for name, t in own.ranking if twin.name + name[len(spec.name):] in ranked]
         passed.append((spec.name, f"{twin.name}, its twin of a wider alignment class, can run this problem and "
                                   f"is weighed in its place"))
     return choice._replace(passed_over=choice.passed_over + tuple(passed),
                            ranking=tuple(sorted(ranking, key=lambda item: item[1])))
 
 
-_TWINS: list = [None, {}, {}]
+#: :func:`_widest`'s answers by legal list: the lists of a shape's class recur (the guards
+#: answer alike across most shapes), and the answer follows from the list alone.
+_WIDEST: dict[tuple, tuple[tuple, tuple]] = {}
 
 
 def _widest(legal: list) -> tuple[tuple, tuple]:
     """``(weighed, narrower)``: ``legal`` without the variants whose twin of a wider alignment
-    class (the same name but for its ``_aN``) is legal too, and those as ``(variant, twin)``.
-    A wider class's twin reads its operands with wider vectors; where either was near the
-    fastest candidate, the narrower one won next to nothing over it and was chosen wrongly
-    when predicted a little faster (``docs/design.md``, "Alignment twins"), so the narrower one
-    is not weighed. It still runs by name."""
-    kernels = registry.GEMM_KERNELS
-    if _TWINS[0] is not kernels:
-        stems: dict[str, list] = {}
-        for spec in kernels:
-            tail = f"_a{spec.align}"
-            if spec.name.endswith(tail):
-                stems.setdefault(spec.name[:-len(tail)], []).append(spec)
-        wider = {}
-        for same in stems.values():
-            for spec in same:
-                above = tuple(t for t in sorted(same, key=lambda t: -t.align) if t.align > spec.align)
-                if above:
-                    wider[spec] = above
-        _TWINS[:] = [kernels, wider, {}]
-    # The legal lists of a shape's class recur (the guards answer alike across most shapes).
+    class (the same name but for its ``_aN``) is legal too, and those as ``(variant, its
+    widest legal twin)``. A wider class's twin reads its operands with wider vectors; where
+    either was near the fastest candidate, the narrower one won next to nothing over it and was
+    chosen wrongly when predicted a little faster (``docs/design.md``, "Alignment twins"), so
+    the narrower one is not weighed. It still runs by name."""
     key = tuple(legal)
-    found = _TWINS[2].get(key)
+    found = _WIDEST.get(key)
     if found is not None:
         return found
-    wider = _TWINS[1]
-    weighed, narrower, present = [], [], set(legal)
+    widest: dict[str, KernelSpec] = {}
     for spec in legal:
-        for twin in wider.get(spec, ()):
-            if twin in present:
-                narrower.append((spec, twin))
-                break
-        else:
+        stem = spec.name.removesuffix(f"_a{spec.align}")
+        if stem not in widest or widest[stem].align < spec.align:
+            widest[stem] = spec
+    weighed, narrower = [], []
+    for spec in legal:
+        twin = widest[spec.name.removesuffix(f"_a{spec.align}")]
+        if twin is spec:
             weighed.append(spec)
-    if len(_TWINS[2]) >= PLAN_CACHE_SIZE:
-        _TWINS[2].clear()
-    found = _TWINS[2][key] = (tuple(weighed), tuple(narrower))
+        else:
+            narrower.append((spec, twin))
+    if len(_WIDEST) >= PLAN_CACHE_SIZE:
+        _WIDEST.clear()
+    found = _WIDEST[key] = (tuple(weighed), tuple(narrower))
     return found
 
 

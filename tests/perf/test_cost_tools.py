@@ -178,7 +178,7 @@ TRUE = {
 
 
 def _true_calibration(fill: float | None = None):
-    from sgblas.dispatch import model
+    from sgblas.dispatch import model, plan
     from sgblas.kernels import spec as registry
 
     props = _props()
@@ -189,14 +189,10 @@ def _true_calibration(fill: float | None = None):
                                   d.cta_bandwidth * 1.5)
     # As measured (docs/design.md, "Alignment twins"), a variant is no faster than its twin of a
     # wider alignment class: the dispatcher weighs only the wider one where both are legal.
-    for name in rates:
-        for narrow, wide in (("_a4", "_a16"), ("_a4", "_a8"), ("_a8", "_a16")):
-            twin = name[:-len(narrow)] + wide if name.endswith(narrow) else None
-            if twin in rates:
-                w = rates[twin]
-                rates[name] = w._replace(flops=0.9 * w.flops, bandwidth=0.9 * w.bandwidth,
-                                         cta_bandwidth=0.9 * w.cta_bandwidth, c_bandwidth=0.9 * w.c_bandwidth)
-                break
+    for spec, twin in plan._widest(list(registry.GEMM_KERNELS))[1]:
+        w = rates[twin.name]
+        rates[spec.name] = w._replace(flops=0.9 * w.flops, bandwidth=0.9 * w.bandwidth,
+                                      cta_bandwidth=0.9 * w.cta_bandwidth, c_bandwidth=0.9 * w.c_bandwidth)
     # In the model's form that a fit takes unless told otherwise.
     fill = calibrate.DEFAULT_FILL if fill is None else fill
     rates = {name: r._replace(fill=fill) for name, r in rates.items()}
