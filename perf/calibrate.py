@@ -210,11 +210,12 @@ class FitRow(NamedTuple):
 
 def dependencies(candidate: Any) -> tuple[str, ...]:
     """The variants whose rates ``model.predict`` reads for ``candidate`` (``launch_s`` aside):
-    its own; the reduction's when it splits K in two or more; the pack kernel's when packed."""
+    its own; the reduction's when it splits K in two or more partials; the pack kernel's when
+    packed."""
     from sgblas.kernels import pack, reduce
 
     out = [candidate.spec.name]
-    if candidate.split is not None and candidate.split.splits > 1:
+    if candidate.split is not None and candidate.split.splits > 1 and not candidate.split.serial:
         out.append(reduce.NAME)
     if candidate.spec.role == "packed":
         out.append(pack.NAME)

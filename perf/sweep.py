@@ -8,7 +8,8 @@ Usage (from the repository root; both forms work)::
     python perf/sweep.py --list                            # print the cases and exit (no GPU needed)
 
 A *candidate* is one way sgblas can run a problem (``sgblas.dispatch.candidates``): ``VARIANT``,
-``VARIANT/sS`` (K in S slices) or ``VARIANT/tail``. For each case (shape, transpose pair and
+``VARIANT/sS`` (K in S slices), ``VARIANT/cS`` (K in S slices added into C in turn) or
+``VARIANT/tail``. For each case (shape, transpose pair and
 leading-dimension class) the sweep asks ``sgblas.explain`` for every legal candidate with its
 predicted time and for sgblas's choice, then times each candidate through
 ``sgblas.sgemm(..., candidate=NAME)`` and the plain call (no ``candidate``) on the same operands.

@@ -275,7 +275,8 @@ def sgemm(handle: Handle, transa: str, transb: str, m: int, n: int, k: int, alph
 
     ``candidate`` runs one named candidate plan instead of the one sgblas chooses (as
     ``cublasGemmEx``'s algo argument does): a name from :func:`explain`'s ``candidates``, of the
-    form ``VARIANT``, ``VARIANT/sS`` (K in S slices) or ``VARIANT/tail``. A name that cannot
+    form ``VARIANT``, ``VARIANT/sS`` (K in S slices), ``VARIANT/cS`` (K in S slices added into C
+    in turn) or ``VARIANT/tail``. A name that cannot
     run these arguments returns INVALID_VALUE, and :func:`last_error_message` says why. It
     applies when A and B are read (k and alpha nonzero); C = beta * C has one plan.
     """

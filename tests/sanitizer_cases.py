@@ -16,6 +16,8 @@ pinned plan:
 * ``tile``: m, n, k whole multiples of the variant's CTA tile (k four K slices);
 * ``tail``: m, n, k each past a multiple of the tile (partial tiles everywhere, k several slices);
 * ``short_k``: k below one K slice, with m and n tails;
+* ``serial`` (split-K slice kernels only): the tail shape's m and n, k = :data:`SERIAL_K` in
+  :data:`SERIAL_SLICES` slices that add into C in turn, run by name (``VARIANT/cS``);
 
 each with beta = 0 (C poisoned with NaN, or left uninitialised with ``--uninitialised-c`` so
 that initcheck proves C is never read) and beta = 0.75; plus the C = beta * C kernel for
@@ -43,7 +45,10 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
-KINDS = ("tile", "tail", "short_k")
+KINDS = ("tile", "tail", "short_k", "serial")
+#: The serial kind's k and slices: three slices of whole K steps (144, 144, 133), the last with
+#: a partial step, none shorter than the least serial slice.
+SERIAL_K, SERIAL_SLICES = 421, 3
 #: (tile multiples along m, along n), smallest first; the search stops at the first accepted.
 LADDER = ((1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4), (8, 8), (16, 8), (16, 16))
 LD_MODES = ("aligned", "odd", "minimal")
@@ -87,6 +92,8 @@ def candidate_shapes(spec: Any, kind: str) -> Iterable[tuple[int, int, int]]:
     for a, b in LADDER:
         if kind == "tile":
             m, n, k = bm * a, bn * b, 4 * bk
+        elif kind == "serial":
+            m, n, k = bm * a + 3, bn * b + 3, SERIAL_K
         elif kind == "tail":
             # m, n and k past a tile, m odd: the 16-byte classes copy A's last partial vector
             # element by element (the predicated tail), which is what memcheck must see
@@ -382,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
         if not any(w in name for w in words):
             continue
         for kind in kinds:
+            if kind == "serial" and spec.role != "splitk":
+                continue  # only the slice kernels add their slices into C in turn
             shape = find_shape(handle, spec, kind)
             if shape is None:
                 unreached.append(f"{name} ({kind})")
@@ -391,9 +400,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.list:
                 print(f"{name:<36} {shape}")
                 continue
+            named = f"{name}/c{SERIAL_SLICES}" if kind == "serial" else None
             for beta in betas:
                 seed += 1
-                out = run_gemm_case(handle, expected, *pair, shape, -1.25, beta, seed, args.uninitialised_c)
+                out = run_gemm_case(handle, expected, *pair, shape, -1.25, beta, seed, args.uninitialised_c,
+                                    candidate=named)
                 cases += 1
                 failures += not out.ok
                 print(f"{name:<36} {out.line}", flush=True)

@@ -156,14 +156,19 @@ def test_graph_capture_of_a_split_k_call(driver):
 
 def test_too_little_workspace_runs_a_kernel_that_needs_none():
     case = GemmCase(SEED + 4, "N", "T", M, N, K, ld_multiple=4)
-    with sgblas.Handle(workspace_bytes=4096) as h:
+    with sgblas.Handle(workspace_bytes=16) as h:  # not even a semaphore per output tile
         explanation = _explain(h, case)
         assert not explanation.kernel.startswith("sgemm_splitk_"), str(explanation)
         reasons = dict(explanation.passed_over)
         for tile in ("128x128", "128x64"):
-            assert "the handle has 4096" in reasons[f"sgemm_splitk_nt_{tile}x16_2s_a16"], str(explanation)
+            assert "the handle has 16" in reasons[f"sgemm_splitk_nt_{tile}x16_2s_a16"], str(explanation)
         before = _run(h, case, 1.0, 0.0)
         case.check(1.0, 0.0, C_before=before)
+        h.set_workspace(4096)  # semaphores fit, partials do not: a serial split
+        explanation = _explain(h, case)
+        assert "/c" in explanation.candidate, str(explanation)
+        before = _run(h, case, 1.0, 0.5, nan_c=False)
+        case.check(1.0, 0.5, C_before=before)
         h.set_workspace(32 * 1024 * 1024)  # partials fit: the accuracy policy splits K
         assert _explain(h, case).kernel.startswith("sgemm_splitk_nt_")
 

@@ -9,13 +9,16 @@ name, which is how a user runs it (``sgemm(..., candidate=NAME)``), a lab times 
 - ``VARIANT``: one launch of a tile, packed or general variant;
 - ``VARIANT/sS``: a split-K or skinny variant with K in ``S`` slices (a skinny ``/s1`` writes
   C itself, with no workspace);
+- ``VARIANT/cS``: a split-K variant with K in ``S`` slices that add into C one after another
+  (a *serial* split: no partials, one launch after zeroing a semaphore per output tile);
 - ``VARIANT/tail``: a tile variant over its whole waves, the rest of C chosen for as problems
   of their own.
 
 Legality of a variant is its spec's ``can_implement``; legality of a candidate adds what its
 split needs (workspace, the grid's limits, slices no shorter than :data:`MIN_SPLIT_CHUNK`)
 and the accuracy policy: from :data:`ACCURACY_SPLIT_K` on, no float32 sum in the candidate may
-be longer than :data:`ACCURACY_CHUNK`, or than the shortest the workspace allows
+be longer than :data:`ACCURACY_CHUNK`, or than the shortest the workspace allows, and never
+than :data:`ACCURACY_SERIAL_CHUNK`, which a serial split reaches whatever the workspace
 (:func:`accuracy_limit`; ``docs/design.md``, "Split-K"), so that the error stays at or below
 cuBLAS's. That is a constraint on the candidates, not a ranking: which legal
 candidate should run is the cost model's business (:mod:`sgblas.dispatch.model`).
@@ -39,7 +42,8 @@ from sgblas.runtime.device import DeviceProperties
 __all__ = ["Split", "Candidate", "SPLIT_COUNTS", "MIN_SPLIT_CHUNK", "ACCURACY_SPLIT_K", "ACCURACY_CHUNK",
            "ACCURACY_MIN_CHUNK", "MAX_SPLITS", "occupancy", "slots", "ctas", "granule", "split_of",
            "split_counts", "split_refusal", "too_long", "enumerate_candidates", "longest_sum", "meets_accuracy",
-           "accuracy_limit", "ACCURACY_SLACK", "parse_name"]
+           "accuracy_limit", "ACCURACY_SLACK", "parse_name", "ACCURACY_SERIAL_CHUNK", "serial_splits_of",
+           "serial_refusal", "SERIAL_SPLITS_MAX", "ACCURACY_SERIAL_WAVES", "ACCURACY_SERIAL_PARTIALS"]
 
 #: The least K a split-K slice keeps below :data:`ACCURACY_SPLIT_K`: four K steps of a slice
 #: kernel. Whether a short slice pays for its partial's traffic and the reduction is the cost
@@ -60,6 +64,26 @@ ACCURACY_SLACK: float = 1.25
 ACCURACY_MIN_CHUNK: int = 128
 #: The most partials one call writes.
 MAX_SPLITS: int = 128
+#: From :data:`ACCURACY_SPLIT_K` on, no candidate's sum is longer than this where the partials
+#: the workspace holds cannot make them shorter: a serial split (``VARIANT/cS``) reaches it with
+#: no partials at all. cuBLAS PEDANTIC splits K serially itself where its partials do not fit;
+#: the shortest slice it took over the 24 long-K products measured was 993 (1536 x 1536 x 32768,
+#: ``docs/history/shape-classes.md``), so slices of at most 960 keep sgblas's sums no longer
+#: than its there.
+ACCURACY_SERIAL_CHUNK: int = 960
+#: ... where the output has fewer 128 x 128 tiles than this many times the device's SMs (where
+#: cuBLAS splits K at all: it split 1792 x 1792 x 16384, 196 such tiles on 132 SMs, 4 ways,
+#: serially, and left 2048 x 2048 x 16384, 256, and larger outputs whole, as sgblas's unsplit and
+#: tail plans do) and the workspace holds fewer than :data:`ACCURACY_SERIAL_PARTIALS` partials
+#: of C (where the partials bind hard: cuBLAS split 1536 x 1536 x 16384 and x 32768, 3 partials
+#: of sgblas's 32 MiB, serially too, into 7 and 33 slices). Elsewhere a serial split is weighed
+#: on its speed alone: where the workspace holds more partials, the parallel splits' sums were
+#: shorter than cuBLAS's (0.5-0.7 of its error) on the shapes measured, and the serial chain of
+#: many slices costs time (512 x 512 x 65536: 82 slices took 22% longer than 32 partials on an H100).
+ACCURACY_SERIAL_WAVES: float = 2.0
+ACCURACY_SERIAL_PARTIALS: int = 4
+#: The most slices of a serial split (the grid's y extent).
+SERIAL_SPLITS_MAX: int = 65535
 #: The split counts tried for every splitting variant, besides those that fill whole waves.
 SPLIT_COUNTS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 #: Whole waves of resident slots for which an exactly filling split count is tried.
@@ -68,10 +92,13 @@ _WAVES_TRIED = 4
 
 class Split(NamedTuple):
     """How a splitting variant runs a problem: ``splits`` CTAs along K per output tile, each
-    over ``k_chunk`` of K; ``splits == 1`` writes C directly (no workspace, one launch)."""
+    over ``k_chunk`` of K; ``splits == 1`` writes C directly (no workspace, one launch).
+    ``serial``: the slices add into C in turn (one int32 semaphore per output tile in the
+    workspace) instead of writing partials that a reduction adds."""
 
     splits: int
     k_chunk: int
+    serial: bool = False
 
 
 class Candidate(NamedTuple):
@@ -87,7 +114,7 @@ class Candidate(NamedTuple):
         if self.tail is not None:
             return f"{self.spec.name}/tail"
         if self.split is not None:
-            return f"{self.spec.name}/s{self.split.splits}"
+            return f"{self.spec.name}/{'c' if self.split.serial else 's'}{self.split.splits}"
         return self.spec.name
 
 
@@ -119,13 +146,13 @@ def granule(spec: KernelSpec) -> int:
     return skinny.k_granule(spec.config) if spec.role == "skinny" else spec.tile[2]
 
 
-def split_of(spec: KernelSpec, k: int, splits: int) -> Split:
+def split_of(spec: KernelSpec, k: int, splits: int, serial: bool = False) -> Split:
     """``splits`` slices of K rounded up to ``spec``'s granule; then as many splits as that
     needs, so none is empty."""
     g = granule(spec)
     chunk = -(-k // max(1, splits))
     chunk = -(-chunk // g) * g
-    return Split(-(-k // chunk), chunk)
+    return Split(-(-k // chunk), chunk, serial)
 
 
 def split_counts(spec: KernelSpec, m: int, n: int, props: DeviceProperties) -> list[int]:
@@ -152,15 +179,31 @@ def longest_sum(c: Candidate, k: int) -> int:
     return c.split.k_chunk if c.split is not None else k
 
 
-def accuracy_limit(cands: Sequence[Candidate], k: int) -> int | None:
-    """The longest float32 sum the accuracy policy lets a candidate of ``cands`` (all of one
-    problem's) add: None below :data:`ACCURACY_SPLIT_K`; from it on :data:`ACCURACY_CHUNK` when
-    some candidate keeps to it, else :data:`ACCURACY_SLACK` times the shortest any of them has
-    (the most accurate the workspace allows, and those nearly as accurate)."""
+def accuracy_limit(cands: Sequence[Candidate], p: GemmProblem, props: DeviceProperties,
+                   workspace_bytes: int) -> int | None:
+    """The longest float32 sum the accuracy policy lets a candidate of ``cands`` (all of
+    ``p``'s) add: None below :data:`ACCURACY_SPLIT_K`; from it on :data:`ACCURACY_CHUNK` when
+    some candidate other than a serial split keeps to it, else :data:`ACCURACY_SLACK` times the
+    shortest any of those has (the most accurate the workspace allows, and those nearly as
+    accurate), and no more than :data:`ACCURACY_SERIAL_CHUNK` when there is a serial split, the
+    output has fewer 128 x 128 tiles than :data:`ACCURACY_SERIAL_WAVES` times the SMs and the
+    workspace holds fewer than :data:`ACCURACY_SERIAL_PARTIALS` partials."""
+    k = p.k
     if k < ACCURACY_SPLIT_K or not cands:
         return None
-    shortest = min(longest_sum(c, k) for c in cands)
-    return ACCURACY_CHUNK if shortest <= ACCURACY_CHUNK else int(ACCURACY_SLACK * shortest)
+    shortest, serial = k, False
+    for c in cands:
+        if c.split is not None and c.split.serial:
+            serial = True
+        elif longest_sum(c, k) < shortest:
+            shortest = longest_sum(c, k)
+    if shortest <= ACCURACY_CHUNK:
+        return ACCURACY_CHUNK
+    limit = int(ACCURACY_SLACK * shortest)
+    if serial and -(-p.m // 128) * -(-p.n // 128) < ACCURACY_SERIAL_WAVES * props.sm_count \
+            and workspace_bytes < ACCURACY_SERIAL_PARTIALS * splitk.partial_bytes(p.m, p.n):
+        return min(limit, ACCURACY_SERIAL_CHUNK)
+    return limit
 
 
 def meets_accuracy(c: Candidate, k: int, limit: int | None = ACCURACY_CHUNK) -> bool:
@@ -179,8 +222,52 @@ def _limits(spec: KernelSpec, p: GemmProblem, workspace_bytes: int) -> tuple[int
     return splitk.MIN_PARTIALS, shortest, min(MAX_SPLITS, by_workspace, 65535)
 
 
+def serial_refusal(spec: KernelSpec, split: Split, p: GemmProblem, workspace_bytes: int) -> str | None:
+    """None when ``spec`` may run ``p`` with the serial ``split``, else the sentence saying why
+    not: a split-K variant, two slices or more (at most :data:`SERIAL_SPLITS_MAX`), none shorter
+    than :data:`ACCURACY_MIN_CHUNK` (a slice's own loop is what a serial split cannot share),
+    and a workspace that holds a semaphore per output tile."""
+    if spec.role != "splitk":
+        return f"{spec.name} cannot add its slices into C in turn: only the split-K slice kernels can"
+    if split.splits < 2:
+        return f"a serial split needs at least 2 slices, not {split.splits}"
+    if split.splits > SERIAL_SPLITS_MAX:
+        return f"{split.splits} slices are more than {SERIAL_SPLITS_MAX}, the most a serial split's grid holds"
+    if split.k_chunk < ACCURACY_MIN_CHUNK:
+        return f"slices of {split.k_chunk} of k={p.k} are shorter than {ACCURACY_MIN_CHUNK}, the least serial slice"
+    need = splitk.semaphore_bytes(spec, p.m, p.n)
+    if need > workspace_bytes:
+        return f"its semaphores need {need} bytes of workspace and the handle has {workspace_bytes}"
+    return None
+
+
+def serial_splits_of(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, workspace_bytes: int) -> list[Split]:
+    """The serial splits weighed for split-K variant ``spec`` from :data:`ACCURACY_SPLIT_K` on:
+    the fewest slices of at most :data:`ACCURACY_SERIAL_CHUNK` and the counts above it whose CTAs
+    end the first two whole waves of the device's resident slots after it (a serial split exists
+    for the accuracy policy, so longer slices are never weighed; one wave more or less is the cost
+    model's to weigh). Empty below that K or when :func:`serial_refusal` refuses them."""
+    if spec.role != "splitk" or p.k < ACCURACY_SPLIT_K:
+        return []
+    least = split_of(spec, p.k, -(-p.k // ACCURACY_SERIAL_CHUNK), True)
+    while least.k_chunk > ACCURACY_SERIAL_CHUNK:  # the granule rounded the slices up past it
+        least = split_of(spec, p.k, least.splits + 1, True)
+    if serial_refusal(spec, least, p, workspace_bytes) is not None:
+        return []
+    tiles, n_slots = ctas(spec, p.m, p.n), slots(spec, props)
+    found, wave = [least], -(-tiles * least.splits // n_slots)
+    for w in (wave, wave + 1):
+        split = split_of(spec, p.k, -(-w * n_slots // tiles), True)
+        if split.splits > found[-1].splits and split.k_chunk >= ACCURACY_MIN_CHUNK \
+                and split.splits <= SERIAL_SPLITS_MAX:
+            found.append(split)
+    return found
+
+
 def split_refusal(spec: KernelSpec, split: Split, p: GemmProblem, workspace_bytes: int) -> str | None:
     """None when ``spec`` may run ``p`` with ``split``, else the sentence saying why not."""
+    if split.serial:
+        return serial_refusal(spec, split, p, workspace_bytes)
     lo, shortest, most = _limits(spec, p, workspace_bytes)
     if split.splits < lo:
         return f"{spec.name} writes at least {lo} partials; {split.splits} slice is not a split"
@@ -252,7 +339,10 @@ def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: Dev
             splits = splits_of(spec, p, props, workspace_bytes, shared)
             for split in splits:
                 out.append(Candidate(spec, split))
-            if not splits:
+            serial = serial_splits_of(spec, p, props, workspace_bytes)
+            for split in serial:
+                out.append(Candidate(spec, split))
+            if not splits and not serial:
                 passed.append((spec.name, _no_split(spec, p, workspace_bytes)))
             continue
         need = spec.workspace(m, n, k)
@@ -267,7 +357,7 @@ def enumerate_candidates(legal: Sequence[KernelSpec], p: GemmProblem, props: Dev
             # The cut falls back to a column of its group; the rest must still be less than a wave.
             if tail is not None and ctas(spec, m, n) - tail.ctas < n_slots:
                 out.append(Candidate(spec, None, tail))
-    limit = accuracy_limit(out, p.k)
+    limit = accuracy_limit(out, p, props, workspace_bytes)
     if limit is not None:
         kept = [c for c in out if longest_sum(c, p.k) <= limit]
         for c in out:
@@ -291,6 +381,8 @@ def _one_launch(spec: KernelSpec, props: DeviceProperties) -> tuple[Candidate, t
 def too_long(c: Candidate, k: int, limit: int = ACCURACY_CHUNK) -> str:
     """Why ``c`` breaks the accuracy policy's ``limit`` (:func:`accuracy_limit`)."""
     why = ("" if limit <= ACCURACY_CHUNK else
+           ", the longest slice of a serial split where the workspace holds few partials"
+           if limit == ACCURACY_SERIAL_CHUNK else
            f", {ACCURACY_SLACK} times the shortest that the workspace and the {MAX_SPLITS}-partial limit allow")
     return (f"it would add {longest_sum(c, k)} products in one float32 sum, and from k={ACCURACY_SPLIT_K} on "
             f"no sum may be longer than {limit}{why} (error no worse than cuBLAS's)")
@@ -304,16 +396,19 @@ def _no_split(spec: KernelSpec, p: GemmProblem, workspace_bytes: int) -> str:
     return f"it needs {need} bytes of workspace for two partials and the handle has {workspace_bytes}"
 
 
-def parse_name(name: str) -> tuple[str, int | None, bool]:
-    """``(variant name, splits or None, tail)`` of a candidate name; raises ValueError with a
-    sentence when the name is not of the form ``VARIANT``, ``VARIANT/sS`` or ``VARIANT/tail``."""
+def parse_name(name: str) -> tuple[str, int | None, bool, bool]:
+    """``(variant name, splits or None, tail, serial)`` of a candidate name; raises ValueError
+    with a sentence when the name is not of the form ``VARIANT``, ``VARIANT/sS``, ``VARIANT/cS``
+    or ``VARIANT/tail``."""
     if not isinstance(name, str) or not name:
-        raise ValueError(f"candidate={name!r} is not a candidate name (VARIANT, VARIANT/sS or VARIANT/tail)")
+        raise ValueError(f"candidate={name!r} is not a candidate name (VARIANT, VARIANT/sS, VARIANT/cS or "
+                         f"VARIANT/tail)")
     variant, sep, suffix = name.partition("/")
     if not sep:
-        return variant, None, False
+        return variant, None, False, False
     if suffix == "tail":
-        return variant, None, True
-    if suffix.startswith("s") and suffix[1:].isdigit() and int(suffix[1:]) >= 1:
-        return variant, int(suffix[1:]), False
-    raise ValueError(f"candidate={name!r}: {suffix!r} is neither 'sS' (a split count, S >= 1) nor 'tail'")
+        return variant, None, True, False
+    if suffix[:1] in ("s", "c") and suffix[1:].isdigit() and int(suffix[1:]) >= 1:
+        return variant, int(suffix[1:]), False, suffix[0] == "c"
+    raise ValueError(f"candidate={name!r}: {suffix!r} is neither 'sS' nor 'cS' (a split count, S >= 1; c: the "
+                     f"slices add into C in turn) nor 'tail'")

@@ -25,6 +25,8 @@ stream. Each launch of a variant is predicted from nine rates of that variant
 
 A split-K candidate adds the reduction's launch (the partials read, C read and written; each
 CTA streams its whole share of the partials, however few of its threads the output fills); a
+serial split (slices adding into C in turn) adds none, but a chain of S hand-offs per output
+tile (:func:`serial_step`) and a memset's launch gap; a
 packed one the two copies; a tail plan the rectangles' own choices. Nine rates per variant. The rates come from
 ``calibration.json``, fitted by ``python -m perf.calibrate`` to times measured on one kind of
 device and keyed by compute capability, SM count and memory bus width (``sm_90/132/6016b`` on an H200). On a device without an
@@ -41,7 +43,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from sgblas.dispatch.candidates import Candidate, Split, ctas, occupancy
+from sgblas.dispatch.candidates import ACCURACY_SPLIT_K, Candidate, Split, ctas, occupancy
 from sgblas.kernels import pack as _pack
 from sgblas.kernels import packed as _packed
 from sgblas.kernels import reduce as _reduce
@@ -51,7 +53,8 @@ from sgblas.runtime.device import DeviceProperties
 
 __all__ = ["Rates", "Calibration", "RATE_FIELDS", "CALIBRATION_FILE", "device_key", "calibration_for",
            "default_rates", "layout_flags", "SLOW_LD", "C_UNALIGNED", "predict", "launch_seconds",
-           "load_calibrations", "Floor", "DEFAULT_LAUNCH_S", "no_rectangles", "entry_fill"]
+           "load_calibrations", "Floor", "DEFAULT_LAUNCH_S", "no_rectangles", "entry_fill", "serial_step",
+           "SERIAL_HANDOFF_S"]
 
 log = logging.getLogger("sgblas")
 
@@ -372,17 +375,36 @@ def _skinny_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], 
     # that hold the small one, whatever of them the problem fills: its loop's time follows
     # its slice of K, not the useful work (1 x 1 x 2522 in one CTA is as slow as 1 x 512).
     launch_s, r, sm_count, occ, tiles, qc, rows, small, ab_bytes, c_bytes, flags = terms
-    s, kc = split
+    s, kc, _ = split
     t = launch_s + launch_seconds(r, sm_count, occ, tiles * s, 2.0 * qc * rows * kc, ab_bytes,
                                   c_bytes * s if s > 1 else c_bytes, flags, 4.0 * kc * (qc + small))
     return t + (reduce_seconds(s) if s > 1 else 0.0)
 
 
+#: The hand-off between two slices of a serial split, besides moving C's tile: the release's
+#: fence and atomic, and the next slice's poll seeing it (``docs/design.md``, "Serial splits").
+SERIAL_HANDOFF_S: float = 0.5e-6
+
+
+def serial_step(r: Rates, tile_flops: float) -> float:
+    """One link of a serial split's chain: the hand-off and a CTA reading and writing its C tile
+    (``tile_flops`` = 2 x BM x BN, so 4x that in bytes) at its own streaming rate. A tile's
+    slices add into C one after another, so its S links are a critical path that its slices'
+    work does not hide: a serial split is predicted as its slice launch (C read and written
+    once from memory: the tile stays in L2 between its slices) plus S links and the memset's
+    launch gap, and no reduction."""
+    return SERIAL_HANDOFF_S + 4.0 * tile_flops / r.cta_bandwidth
+
+
 def _splitk_seconds(terms: tuple, split: Split, reduce_seconds: Callable[[int], float]) -> float:
     # _tile_launch's sum from terms taken once per variant: a shape's planning times many splits.
     launch_s, r, sm_count, occ, tile_flops, bk, tiles, tile_loads, partial_bytes, flags = terms
-    s, kc = split
+    s, kc, serial = split
     n_ctas = tiles * s
+    if serial:
+        return (2.0 * launch_s + launch_seconds(r, sm_count, occ, n_ctas, tile_flops * (-(-kc // bk) * bk),
+                                                tile_loads * n_ctas * kc, 2.0 * partial_bytes, flags)
+                + s * serial_step(r, tile_flops))
     return (launch_s + launch_seconds(r, sm_count, occ, n_ctas, tile_flops * (-(-kc // bk) * bk),
                                       tile_loads * n_ctas * kc, partial_bytes * s, flags)
             + reduce_seconds(s))
@@ -483,6 +505,10 @@ class Floor:
         role = spec.role
         s = split.splits if split is not None else 1
         if s > 1 and role == "splitk":
+            if split.serial:
+                bm, bn, _ = spec.tile
+                return (self._tile_bound(spec, split.k_chunk, 8.0 * self._ldw * self.p.n, False) + self.cal.launch_s
+                        + s * serial_step(self.cal.rates[spec.name], 2.0 * bm * bn))
             out = 4.0 * s * self._ldw * self.p.n
             return self._tile_bound(spec, split.k_chunk, out, False) + self.reduce_seconds(s)
         p = self.p
@@ -513,9 +539,13 @@ class Floor:
 
     def variant_bound(self, spec: KernelSpec) -> float:
         """At most :meth:`lower_bound` of every candidate of ``spec``, whatever its split: a
-        split-K variant writes at least two partials, and the reduction's time grows with them."""
+        split-K variant writes at least two partials, and the reduction's time grows with them;
+        from :data:`~sgblas.dispatch.candidates.ACCURACY_SPLIT_K` on, where it may split serially
+        instead, it launches at least a memset besides."""
         t = self._launch_bound(spec)
-        return t + self.reduce_seconds(2) if spec.role == "splitk" else t
+        if spec.role != "splitk":
+            return t
+        return t + (self.reduce_seconds(2) if self.p.k < ACCURACY_SPLIT_K else self.cal.launch_s)
 
     def reduction_bound(self) -> float:
         """At most :meth:`variant_bound` of every split-K variant: a launch gap and the

@@ -48,7 +48,7 @@ from sgblas.kernels.problem import GemmProblem
 from sgblas.kernels.spec import KernelSpec
 from sgblas.runtime import device as _device
 from sgblas.runtime.driver import DriverError
-from sgblas.runtime.launch import LoadedKernel, launch
+from sgblas.runtime.launch import LoadedKernel, launch, zero_int32
 
 __all__ = ["Plan", "Choice", "WorkspaceOrder", "choose", "plan_for", "plan_named", "pinned_split", "find_candidate", "execute", "memo_for", "forget_plans", "PLAN_CACHE_SIZE"]
 
@@ -103,7 +103,8 @@ class Plan(NamedTuple):
     """What one shape class launches: ``kernel`` over ``grid``; ``role`` as the spec's.
 
     When K is split (``splits > 1``), ``kernel`` writes the partials into the workspace
-    (``ldw`` rows per column) and ``reduce`` over ``reduce_grid`` adds them into C;
+    (``ldw`` rows per column) and ``reduce`` over ``reduce_grid`` adds them into C; or, when
+    ``serial``, its slices add into C in turn, ordered by semaphores at the workspace's start;
     ``c_vec`` says whether the reduction may access C with 16-byte vectors. For a packed variant
     ``pack`` copies A and B into the workspace first, ``copies`` holding ``(rows, cols, ldd,
     grid)`` of A's copy and of B's (B's follows A's in the workspace). A tail plan's ``grid``
@@ -131,6 +132,7 @@ class Plan(NamedTuple):
     copies: tuple = ()
     tail: tuple = ()
     workspace: bool = False
+    serial: bool = False
 
 
 def choose(p: GemmProblem, props: _device.DeviceProperties, workspace_bytes: int,
@@ -377,6 +379,9 @@ def _note(spec: KernelSpec, split: Split | None, p: GemmProblem) -> str:
         return ""
     if split.splits == 1:
         return "K is not split: one launch"
+    if split.serial:
+        return (f"K split {split.splits} ways ({split.k_chunk} each), the slices of each output tile adding into C "
+                f"one after another (a semaphore per tile in the handle's workspace); no partials, no reduction")
     return (f"K split {split.splits} ways ({split.k_chunk} each): partial products in the handle's "
             f"workspace ({split.splits * _reduce.padded_rows(p.m) * p.n * 4} bytes), then "
             f"{_reduce.NAME} adds them in its fixed order")
@@ -452,7 +457,7 @@ def find_candidate(p: GemmProblem, props: _device.DeviceProperties, workspace_by
     variant's K granule, no shorter than the least slice, within the workspace) and the
     accuracy policy, as :func:`sgblas.dispatch.candidates.enumerate_candidates` applies them."""
     try:
-        variant, splits, tail = _cand.parse_name(name)
+        variant, splits, tail, serial = _cand.parse_name(name)
         spec = registry.by_name(variant)
     except (ValueError, KeyError) as exc:
         return str(exc.args[0]) if isinstance(exc, KeyError) else str(exc)
@@ -466,14 +471,16 @@ def find_candidate(p: GemmProblem, props: _device.DeviceProperties, workspace_by
         return f"candidate={name!r}: {variant} splits K; name the number of slices, as {variant}/s2"
     if not splitting and splits is not None:
         return f"candidate={name!r}: {variant} does not split K (its candidates are {variant} and {variant}/tail)"
+    if serial and spec.role != "splitk":
+        return f"candidate={name!r}: {variant} cannot add its slices into C in turn; name {variant}/s{splits}"
     if tail and (spec.role != "gemm" or spec.backstop or spec.config is None):
         return f"candidate={name!r}: {variant} has no tail plan (a tile kernel of one launch has)"
     cands, passed = _cand.enumerate_candidates([spec], p, props, workspace_bytes)
     if splits is not None:
-        wanted = _cand.split_of(spec, p.k, splits)
+        wanted = _cand.split_of(spec, p.k, splits, serial)
         if wanted.splits != splits:
             return (f"candidate={name!r}: k={p.k} in {splits} slices of whole {_cand.granule(spec)}s leaves "
-                    f"{wanted.splits} slices of {wanted.k_chunk}; name {variant}/s{wanted.splits}")
+                    f"{wanted.splits} slices of {wanted.k_chunk}; name {_cand.Candidate(spec, wanted).name}")
         found = _cand.Candidate(spec, wanted)
         why = _cand.split_refusal(spec, wanted, p, workspace_bytes)
         if why is not None:
@@ -488,7 +495,8 @@ def find_candidate(p: GemmProblem, props: _device.DeviceProperties, workspace_by
     if p.k >= _cand.ACCURACY_SPLIT_K:
         legal = [s for s in registry.GEMM_KERNELS if (s.pair is None or s.pair == (p.transa, p.transb))
                  and s.can_implement(p) is None]
-        limit = _cand.accuracy_limit(_cand.enumerate_candidates(legal, p, props, workspace_bytes)[0], p.k)
+        limit = _cand.accuracy_limit(_cand.enumerate_candidates(legal, p, props, workspace_bytes)[0], p, props,
+                                     workspace_bytes)
         if not _cand.meets_accuracy(found, p.k, limit):
             return f"candidate={name!r}: " + _cand.too_long(found, p.k, limit)
     return found
@@ -547,6 +555,9 @@ def make_plan(handle: Any, spec: KernelSpec, split: Split | None, m: int, n: int
     grid = _split_grid(spec, m, n, split.splits)
     if split.splits == 1:
         return Plan(spec.role, spec, kernel, grid, 1, split.k_chunk, after=after)
+    if split.serial:
+        return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, after=after, workspace=True,
+                    serial=True)
     red = registry.by_name(_reduce.NAME)
     c_vec = int(c_ptr % 16 == 0 and ldc % 4 == 0)
     return Plan(spec.role, spec, kernel, grid, split.splits, split.k_chunk, _reduce.padded_rows(m),
@@ -673,7 +684,7 @@ def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha
              ldc: int) -> None:
     """The launches of ``plan`` on ``stream`` (the handle's launch argument), a tail plan's
     rectangles after its whole waves."""
-    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail, _ = plan
+    role, _, kernel, grid, splits, k_chunk, ldw, reduce, reduce_grid, c_vec, after, pack, copies, tail, _, serial = plan
     if role == "gemm":
         launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                                       beta, c_ptr, c_extent, ldc), after)
@@ -698,13 +709,20 @@ def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha
         launch(kernel, grid, stream, (m, n, beta, c_ptr, c_extent, ldc), after)
     elif splits == 1:  # a skinny kernel writing C itself
         launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                      beta, c_ptr, c_extent, ldc, k_chunk), after)
+                                      beta, c_ptr, c_extent, ldc, k_chunk, 0, 0), after)
+    elif serial:
+        # The slices add into C in turn, ordered by one semaphore per output tile at the start
+        # of the workspace, zeroed first (another plan may have left partials there).
+        sem, tiles = handle.workspace_ptr, grid[0]
+        zero_int32(sem, tiles, handle._stream[1])
+        launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
+                                      beta, c_ptr, c_extent, ldc, k_chunk, sem, tiles), after)
     else:
         # Partials into the workspace (beta = 0: nothing read there), then C = their sum in
         # the reduction's fixed order + beta * C. The workspace is read from the handle at each call.
         ws_ptr = handle.workspace_ptr
         ws_extent = splits * ldw * n
         launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
-                                      0.0, ws_ptr, ws_extent, ldw, k_chunk), after)
+                                      0.0, ws_ptr, ws_extent, ldw, k_chunk, 0, 0), after)
         launch(reduce, reduce_grid, stream, (m, n, splits, ws_ptr, ws_extent, ldw, beta,
                                              c_ptr, c_extent, ldc, c_vec), after)

@@ -10,11 +10,14 @@ column-major with the given leading dimension. Transposes are compile-time prope
 kernel variant, never runtime arguments: the API layer resolves memory order and
 transposition before dispatch, so a kernel only ever sees pointer + leading dimension.
 
-:data:`GEMM_SPLIT` is a split-K slice kernel's: :data:`GEMM`'s parameters and ``k_chunk``.
-``blockIdx.y`` is the split index ``s``; the kernel multiplies over k in
-``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and writes ``alpha`` times that partial product
-(never reading C, ignoring beta) to the column-major m x n matrix at ``C + s * ldc * n``
-(:mod:`sgblas.kernels.sgemm_simt`, ``TileConfig.split_k``).
+:data:`GEMM_SPLIT` is a split-K slice kernel's: :data:`GEMM`'s parameters, ``k_chunk`` and
+``sem``. ``blockIdx.y`` is the split index ``s``; the kernel multiplies over k in
+``[s * k_chunk, min(k, (s + 1) * k_chunk))``. With ``sem`` empty it writes ``alpha`` times that
+partial product (never reading C, ignoring beta) to the column-major m x n matrix at
+``C + s * ldc * n``. With ``sem`` holding one int32 per CTA along x (all zero before the launch),
+the slices add into C itself one after another (a serial split): slice s of a tile waits until
+its semaphore reads s, stores ``alpha * partial + C`` (``+ beta * C`` for slice 0), and sets it
+to s + 1, the last slice back to 0 (:mod:`sgblas.kernels.sgemm_simt`, ``TileConfig.split_k``).
 
 :data:`SCALE` is the ``C = beta * C`` kernel's: ``(m, n, beta, C, ldc)``, C unread when
 beta == 0.
@@ -25,7 +28,7 @@ The signature, the packed layout and the packer of each are derived from the par
 
 from __future__ import annotations
 
-from sgblas.runtime.abi import ARRAY, FLOAT32, INT32, Abi
+from sgblas.runtime.abi import ARRAY, FLOAT32, INT32, INT32_ARRAY, Abi
 
 __all__ = ["GEMM", "GEMM_SPLIT", "SCALE"]
 
@@ -33,7 +36,7 @@ GEMM = Abi("gemm", (("m", INT32), ("n", INT32), ("k", INT32), ("alpha", FLOAT32)
                     ("A", ARRAY), ("lda", INT32), ("B", ARRAY), ("ldb", INT32),
                     ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32)))
 
-GEMM_SPLIT = Abi("gemm_split", GEMM.params + (("k_chunk", INT32),))
+GEMM_SPLIT = Abi("gemm_split", GEMM.params + (("k_chunk", INT32), ("sem", INT32_ARRAY)))
 
 SCALE = Abi("scale", (("m", INT32), ("n", INT32), ("beta", FLOAT32), ("C", ARRAY), ("ldc", INT32)))
 

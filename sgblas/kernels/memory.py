@@ -10,7 +10,9 @@ operation twice:
 The public names (``ldg4``, ``lds4``, ...) are bound to the intrinsic on a real target and to
 the Python function under the simulator, so a kernel calls one name in both worlds. One
 intrinsic has no simulator twin: ``tid_x_again`` (a read of ``%tid.x`` the compiler may not
-hoist), which a generator writes only for a real target.
+hoist), which a generator writes only for a real target; ``ctaid_x_again`` likewise for
+``%ctaid.x``. The semaphore wait of a serial split, ``ld_acquire_i32`` (an acquire load of an
+int32, never cached in L1), reads plainly in the simulator, whose blocks run one at a time.
 Intrinsics, unlike ``@cuda.jit(device=True)`` functions or ``@overload`` s, compile inside
 the caller's compilation for the caller's compute capability, so ``compile_ptx(cc=...)`` works
 on a machine without a GPU (the static PTX checks in CI rely on this).
@@ -63,12 +65,14 @@ from sgblas.runtime.device import SIMULATOR
 
 __all__ = [
     "ldg4", "lds4", "sts4", "stg4", "ldg2", "stg2", "ldg1", "sts1", "stg1",
+    "ldg4_cg", "ldg2_cg", "ldg1_cg", "ld_acquire_i32",
     "cp_async16", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait_all",
     "cp_async_wait_group", "grid_dependency_wait",
     "cp_async4_if", "select", "lds4_into", "fma_block", "dot_block", "axpy_block",
     "ldg4_tail", "ldg2_tail", "ldg1_tail", "cp_async4x4", "cp_async4x4_if",
     "cp_async4x4_tail", "cp_async4x2_tail", "cp_async4x1_tail", "cp_async4_swizzled",
     "ldg4_py", "lds4_py", "sts4_py", "stg4_py", "ldg2_py", "stg2_py", "ldg1_py", "sts1_py",
+    "ldg4_cg_py", "ldg2_cg_py", "ldg1_cg_py", "ld_acquire_i32_py",
     "stg1_py", "cp_async16_py", "cp_async8_py", "cp_async4_py", "cp_async_commit_py",
     "cp_async_wait_all_py", "cp_async_wait_group_py", "grid_dependency_wait_py",
     "cp_async4_if_py", "select_py", "lds4_into_py", "fma_block_py", "dot_block_py", "axpy_block_py",
@@ -123,6 +127,17 @@ def stg1_py(arr, i, v):
 
 def ldg1_py(arr, i):
     """Return ``arr[i]`` read from global memory (no negative-index wrap-around)."""
+    return arr[i]
+
+
+#: The loads of C that a serial split's slices read after another CTA wrote it (``ld.global.cg``:
+#: from L2, never from this SM's L1, which may hold the lines as an earlier slice on this SM
+#: read them); in plain Python they are the ordinary loads.
+ldg4_cg_py, ldg2_cg_py, ldg1_cg_py = ldg4_py, ldg2_py, ldg1_py
+
+
+def ld_acquire_i32_py(arr, i):
+    """Return the int32 ``arr[i]``, read with acquire semantics at GPU scope (a semaphore)."""
     return arr[i]
 
 
@@ -335,6 +350,8 @@ if SIMULATOR:
     ldg4, lds4, sts4, stg4 = ldg4_py, lds4_py, sts4_py, stg4_py
     ldg2, stg2 = ldg2_py, stg2_py
     ldg1, sts1, stg1 = ldg1_py, sts1_py, stg1_py
+    ldg4_cg, ldg2_cg, ldg1_cg = ldg4_cg_py, ldg2_cg_py, ldg1_cg_py
+    ld_acquire_i32 = ld_acquire_i32_py
     cp_async16, cp_async8, cp_async4 = cp_async16_py, cp_async8_py, cp_async4_py
     cp_async_commit, cp_async_wait_all = cp_async_commit_py, cp_async_wait_all_py
     cp_async_wait_group = cp_async_wait_group_py
@@ -477,6 +494,58 @@ else:
         impl.__name__ = name
         return intrinsic(impl)
 
+    def _load_cg(width: int, name: str):
+        """``ld.global.cg`` of ``width`` floats at ``arr[index]`` (a vector for 2 and 4: the
+        caller guarantees its alignment), returned as a float32 or a tuple of them."""
+        f32, i64 = ir.FloatType(), ir.IntType(64)
+        ret = types.float32 if width == 1 else types.UniTuple(types.float32, width)
+        regs = ", ".join(f"${e}" for e in range(width))
+        text = (f"ld.global.cg.f32 $0, [$1];" if width == 1
+                else f"ld.global.cg.v{width}.f32 {{{regs}}}, [${width}];")
+        out = f32 if width == 1 else ir.LiteralStructType([f32] * width)
+
+        def impl(typingctx, arr, index):
+            _check(name, arr, index)
+
+            def codegen(context, builder, sig, args):
+                fptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _GLOBAL)
+                op = ir.InlineAsm(ir.FunctionType(out, [i64]), text, ",".join(["=f"] * width + ["l"]),
+                                  side_effect=True)
+                got = builder.call(op, [builder.ptrtoint(fptr, i64)])
+                if width == 1:
+                    return got
+                return context.make_tuple(builder, ret, [builder.extract_value(got, e) for e in range(width)])
+
+            return ret(arr, index), codegen
+
+        impl.__name__ = name
+        return intrinsic(impl)
+
+    @intrinsic
+    def ld_acquire_i32(typingctx, arr, index):
+        """``ld.acquire.gpu.global.b32`` of the int32 ``arr[index]``: what a serial split's
+        CTA polls its tile's semaphore with. A plain load, not an atomic, so that the CTAs
+        waiting on one semaphore do not queue behind each other at L2's atomic unit; acquire,
+        so that what the releasing CTA wrote before its release is visible after it."""
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.int32):
+            raise TypeError(f"ld_acquire_i32 needs a 1-D int32 array, got {arr}")
+        if not isinstance(index, types.Integer):
+            raise TypeError(f"ld_acquire_i32 needs an integer element index, got {index}")
+
+        def codegen(context, builder, sig, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+            idx = context.cast(builder, args[1], sig.args[1], types.int64)
+            ptr = builder.addrspacecast(builder.gep(data, [idx], inbounds=True), ir.PointerType(i32, _GLOBAL))
+            op = ir.InlineAsm(ir.FunctionType(i32, [i64]), "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}",
+                              side_effect=True)
+            return builder.call(op, [builder.ptrtoint(ptr, i64)])
+
+        return types.int32(arr, index), codegen
+
+    ldg4_cg = _load_cg(4, "ldg4_cg")
+    ldg2_cg = _load_cg(2, "ldg2_cg")
+    ldg1_cg = _load_cg(1, "ldg1_cg")
     ldg1 = _load1(_GLOBAL, "ldg1")
     sts1 = _store1(_SHARED, "sts1")
     stg1 = _store1(_GLOBAL, "stg1")
@@ -545,6 +614,17 @@ else:
         simulator has no inline assembly, and its kernels read ``cuda.threadIdx.x``."""
         def codegen(context, builder, sig, args):
             op = ir.InlineAsm(ir.FunctionType(ir.IntType(32), []), "mov.u32 $0, %tid.x;", "=r",
+                              side_effect=True)
+            return builder.call(op, [])
+        return types.uint32(), codegen
+
+    @intrinsic
+    def ctaid_x_again(typingctx):
+        """``blockIdx.x`` read afresh where it is called, for the reason of :func:`tid_x_again`:
+        a serial split's epilogue needs it after the K loop, where keeping it from the start
+        would hold a register through the loop. Real targets only."""
+        def codegen(context, builder, sig, args):
+            op = ir.InlineAsm(ir.FunctionType(ir.IntType(32), []), "mov.u32 $0, %ctaid.x;", "=r",
                               side_effect=True)
             return builder.call(op, [])
         return types.uint32(), codegen

@@ -49,10 +49,17 @@ on a multiple of it and lda, ldb, ldc are multiples of ``align // 4``; C's may b
 ``c_align``, for the variants that read packed copies of A and B).
 
 Split-K slices (``split_k``): the kernel takes :data:`sgblas.kernels.abi.GEMM_SPLIT` (GEMM's
-parameters and ``k_chunk``); ``blockIdx.y`` is the split index ``s``, the CTA multiplies over
-k in ``[s * k_chunk, min(k, (s + 1) * k_chunk))`` and stores ``alpha`` times that partial
-product, never reading C, into the column-major m x n matrix at ``C + s * ldc * n``; a split
-whose range is empty stores zeros. :func:`grid_for` takes the number of splits.
+parameters, ``k_chunk`` and ``sem``); ``blockIdx.y`` is the split index ``s``, the CTA multiplies
+over k in ``[s * k_chunk, min(k, (s + 1) * k_chunk))``. With ``sem`` empty (a parallel split) it
+stores ``alpha`` times that partial product, never reading C, into the column-major m x n matrix
+at ``C + s * ldc * n``; a split whose range is empty stores zeros. With ``sem`` (a serial split,
+one int32 per CTA along x, zero at the launch) the slices of a tile add into C in turn: thread 0
+spins on the tile's semaphore until it reads s, the CTA stores ``alpha * partial + C`` (slice 0:
+``+ beta * C``, C unread when beta == 0), reading C with ``ld.global.cg``, fences, and sets the
+semaphore to s + 1 (the last slice to 0, so the array is zero again for the next launch). Slice
+s - 1 of a tile has the lower block index, so it was placed on an SM before slice s and never
+waits on a CTA that is not resident (CUTLASS's serial split-K makes the same assumption).
+:func:`grid_for` takes the number of splits.
 
 Unrolling: NVVM keeps a constant loop over the BK k steps rolled (its body is TM x TN FMAs),
 which would leave the register fragments indexed at run time, so the k steps are unrolled by
@@ -312,7 +319,7 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
     # The intrinsic is made by the text, so that the FMA order is part of the text (which the
     # kernel cache keys; of this module it keys only _namespace).
     w(f"fma_block = fma_block_of({TM}, {TN}, {outer!r}, {snake})  # acc += fa x fb for one k")
-    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc{', k_chunk' if split else ''}):")
+    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc{', k_chunk, sem' if split else ''}):")
     if after_grid:
         w("    grid_dependency_wait()  # before any access to memory the kernel ahead may write")
     al = "" if SIMULATOR else ", alignment=16"
@@ -585,6 +592,13 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
     return L
 
 
+#: ``threadIdx.x`` and ``blockIdx.x`` read where they are written (the epilogue of a serial split:
+#: :func:`sgblas.kernels.memory.tid_x_again`), not kept through the K loop; the simulator, which
+#: has no inline assembly, reads them plainly.
+_TID_AGAIN = "uint32(cuda.threadIdx.x)" if SIMULATOR else "tid_x_again()"
+_CTAID_AGAIN = "uint32(cuda.blockIdx.x)" if SIMULATOR else "ctaid_x_again()"
+
+
 def _epilogue(cfg: TileConfig, w) -> None:
     """C = alpha * acc + beta * C with vector accesses of C's alignment class where whole,
     element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
@@ -594,14 +608,32 @@ def _epilogue(cfg: TileConfig, w) -> None:
     V, WM, WN, TM, TN = cfg.VEC_C, cfg.WM, cfg.WN, cfg.TM, cfg.TN
     split = cfg.split_k
     if split:
-        w("    # ---- epilogue: this split's partial product, alpha * acc, at C + s * ldc * n")
-        w("    alpha = alpha if kn > 0 else float32(0)   # an empty k range stores zeros")
-        w("    c_base = int64(s_k) * int64(ldc) * int64(n)")
+        w("    # ---- epilogue: a parallel split's partial product, alpha * acc, at C + s * ldc * n;")
+        w("    #      a serial split's slice s adds alpha * acc into C once slice s - 1 of the tile has")
+        w("    #      (its semaphore reads s), slice 0 adding beta * C")
+        w("    alpha = alpha if kn > 0 else float32(0)   # an empty k range stores zeros (adds none)")
+        w("    serial = sem.size > 0")
+        w("    if serial:")
+        w("        c_base = int64(0)")
+        w(f"        if {_TID_AGAIN} == uint32(0):")
+        w(f"            while ld_acquire_i32(sem, {_CTAID_AGAIN}) != int32(s_k):")
+        w("                pass")
+        w("            cuda.threadfence()")
+        w("        cuda.syncthreads()")
+        w("        keep = beta if s_k == uint32(0) else float32(1)")
+        w("    else:")
+        w("        c_base = int64(s_k) * int64(ldc) * int64(n)")
+        w("        keep = float32(0)")
+        w("    for_beta = keep != float32(0)")
     else:
         w("    # ---- epilogue: C = alpha * acc + beta * C, C unread if beta == 0")
         w("    for_beta = beta != float32(0)")
+        w("    keep = beta")
     w("    ldc64 = int64(ldc)")
-    load = {4: "ldg4", 2: "ldg2"}.get(V)
+    # A serial split reads C that another CTA (maybe one on another SM) has just written: from
+    # L2 (.cg), not from this SM's L1, which may still hold what an earlier slice here read.
+    load = {4: "ldg4_cg", 2: "ldg2_cg"}.get(V) if split else {4: "ldg4", 2: "ldg2"}.get(V)
+    load1 = "ldg1_cg" if split else "ldg1"
     store = {4: "stg4", 2: "stg2"}.get(V)
     # The TN columns are unrolled in the text; the row groups and the tail rows are loops
     # with constant trip counts, which NVVM unrolls, so acc keeps constant indices. (Writing
@@ -626,15 +658,12 @@ def _epilogue(cfg: TileConfig, w) -> None:
                     rows = range(g * V, (g + 1) * V)
                     vals = {i: f"acc[sm * {4 * TN} + {i * TN + j}]" for i in rows}
                     w(f"{p}if r + {V * (g + 1)} <= int64(m):")
-                    if split:
-                        w(f"{p}    {store}(C, {at}, " + ", ".join(f"alpha * {vals[i]}" for i in rows) + ")")
-                    else:
-                        w(f"{p}    if for_beta:")
-                        w(f"{p}        " + ", ".join(f"d{i}" for i in rows) + f" = {load}(C, {at})")
-                        w(f"{p}        {store}(C, {at}, " + ", ".join(
-                            f"alpha * {vals[i]} + beta * d{i}" for i in rows) + ")")
-                        w(f"{p}    else:")
-                        w(f"{p}        {store}(C, {at}, " + ", ".join(f"alpha * {vals[i]}" for i in rows) + ")")
+                    w(f"{p}    if for_beta:")
+                    w(f"{p}        " + ", ".join(f"d{i}" for i in rows) + f" = {load}(C, {at})")
+                    w(f"{p}        {store}(C, {at}, " + ", ".join(
+                        f"alpha * {vals[i]} + keep * d{i}" for i in rows) + ")")
+                    w(f"{p}    else:")
+                    w(f"{p}        {store}(C, {at}, " + ", ".join(f"alpha * {vals[i]}" for i in rows) + ")")
                     w(f"{p}else:")
                     q = p + "    "
                 else:
@@ -642,12 +671,16 @@ def _epilogue(cfg: TileConfig, w) -> None:
                 w(f"{q}for i in range({g * V}, {(g + 1) * V if V > 1 else 4}):")
                 w(f"{q}    if r + i < int64(m):")
                 w(f"{q}        v = alpha * acc[sm * {4 * TN} + i * {TN} + {j}]")
-                if split:
-                    w(f"{q}        stg1(C, off + i, v)")
-                else:
-                    w(f"{q}        if for_beta:")
-                    w(f"{q}            v += beta * ldg1(C, off + i)")
-                    w(f"{q}        stg1(C, off + i, v)")
+                w(f"{q}        if for_beta:")
+                w(f"{q}            v += keep * {load1}(C, off + i)")
+                w(f"{q}        stg1(C, off + i, v)")
+    if split:
+        w("    if serial:   # every thread's stores are out before the next slice may read them")
+        w("        cuda.threadfence()")
+        w("        cuda.syncthreads()")
+        w(f"        if {_TID_AGAIN} == uint32(0):")
+        w(f"            cuda.atomic.exch(sem, {_CTAID_AGAIN}, int32(0) if s_k + uint32(1) == uint32(cuda.gridDim.y) "
+          "else int32(s_k + uint32(1)))")
 
 
 def _epilogue_staged(cfg: TileConfig, w) -> None:
@@ -727,7 +760,7 @@ def generate_source(cfg: TileConfig, fname: str, after_grid: bool = False) -> st
 
 def _namespace() -> dict:
     """The globals the generated source runs with (imports Numba: only called to build)."""
-    from numba import cuda, float32, int64, uint32
+    from numba import cuda, float32, int32, int64, uint32
 
     from sgblas.kernels import memory
 
@@ -738,6 +771,8 @@ def _namespace() -> dict:
         "ldg4": memory.ldg4, "lds4": memory.lds4, "sts4": memory.sts4, "stg4": memory.stg4,
         "ldg2": memory.ldg2, "stg2": memory.stg2,
         "ldg1": memory.ldg1, "sts1": memory.sts1, "stg1": memory.stg1,
+        "ldg4_cg": memory.ldg4_cg, "ldg2_cg": memory.ldg2_cg, "ldg1_cg": memory.ldg1_cg, "int32": int32,
+        "ld_acquire_i32": memory.ld_acquire_i32,
         "ldg4_tail": memory.ldg4_tail, "ldg2_tail": memory.ldg2_tail, "ldg1_tail": memory.ldg1_tail,
         "cp_async16": memory.cp_async16, "cp_async8": memory.cp_async8,
         "cp_async4": memory.cp_async4,
@@ -745,6 +780,7 @@ def _namespace() -> dict:
         "cp_async4x1_tail": memory.cp_async4x1_tail,
         "cp_async_commit": memory.cp_async_commit, "cp_async_wait_all": memory.cp_async_wait_all,
         "grid_dependency_wait": memory.grid_dependency_wait,
+        **({} if SIMULATOR else {"tid_x_again": memory.tid_x_again, "ctaid_x_again": memory.ctaid_x_again}),
     }
 
 

@@ -268,7 +268,7 @@ def _src_lines(cfg: SkinnyConfig, fname: str, after_grid: bool = False) -> list[
     al = "" if SIMULATOR else ", alignment=16"
     KC = cfg.KC
     SBUF = MP * KC  # floats per stage of S
-    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk):")
+    w(f"def {fname}(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, k_chunk, sem):  # sem: unused here")
     if after_grid:  # the sm_90+ build (sgblas.runtime.device.GRID_WAIT_MIN_CC)
         w("    grid_dependency_wait()  # before any access to memory the kernel ahead may write")
     w(f"    Ss = cuda.shared.array({cfg.S_STAGES * SBUF}, float32{al})")

@@ -40,7 +40,7 @@ from sgblas.kernels.skinny import SkinnyConfig
 from sgblas.kernels.sgemm_simt import TileConfig
 
 __all__ = ["split_manifest", "SLICE_CHANGES", "SKINNY_MANIFEST", "workspace_bytes", "partial_bytes", "rows",
-           "REDUCE_NAME", "MIN_PARTIALS"]
+           "semaphore_bytes", "REDUCE_NAME", "MIN_PARTIALS"]
 
 #: The least number of partials a split variant works with, so the least workspace it needs.
 MIN_PARTIALS: int = 2
@@ -125,6 +125,12 @@ def partial_bytes(m: int, n: int) -> int:
 def workspace_bytes(m: int, n: int, splits: int) -> int:
     """Bytes of workspace ``splits`` partials need (0 for one: it writes C itself)."""
     return 0 if splits <= 1 else splits * partial_bytes(m, n)
+
+
+def semaphore_bytes(spec: Any, m: int, n: int) -> int:
+    """Bytes of workspace a serial split of slice-kernel ``spec`` needs: one int32 per CTA along
+    x (an output tile), zeroed before the launch (:data:`sgblas.kernels.abi.GEMM_SPLIT`)."""
+    return 4 * spec.grid(m, n, 0)[0]
 
 
 def _partial_guard(p: GemmProblem) -> str | None:

@@ -1,7 +1,8 @@
 """A kernel's calling convention, written once: its parameter list gives the Numba signature,
 the packed parameter buffer ``cuLaunchKernel`` reads, the packer and the simulated call.
 
-A parameter is an ``int32``, a ``float32`` or a float32 array. An array is passed in Numba's
+A parameter is an ``int32``, a ``float32``, or an array of 4-byte elements (``float32``, or
+``int32`` for a serial split's semaphores). An array is passed in Numba's
 ABI for a 1-D contiguous array, seven pointer-sized words: meminfo, parent, nitems, itemsize,
 data, shape[0], strides[0] (bytes). A caller names an array by two numbers, its device
 pointer and its extent in elements, so a launch packs ``(0, 0, extent, 4, ptr, extent, 4)``.
@@ -21,9 +22,10 @@ from typing import Any, Callable
 
 from sgblas.runtime import driver
 
-__all__ = ["Abi", "ARRAY", "INT32", "FLOAT32"]
+__all__ = ["Abi", "ARRAY", "INT32_ARRAY", "INT32", "FLOAT32"]
 
-INT32, FLOAT32, ARRAY = "i32", "f32", "f32[]"
+INT32, FLOAT32, ARRAY, INT32_ARRAY = "i32", "f32", "f32[]", "i32[]"
+_ARRAYS = (ARRAY, INT32_ARRAY)
 _ARRAY_WORDS = 7
 
 
@@ -32,13 +34,13 @@ class Abi:
 
     def __init__(self, name: str, params: tuple[tuple[str, str], ...]) -> None:
         for pname, kind in params:
-            if kind not in (INT32, FLOAT32, ARRAY):
-                raise ValueError(f"parameter {pname} of ABI {name} has kind {kind!r}, not i32, f32 or f32[]")
+            if kind not in (INT32, FLOAT32, *_ARRAYS):
+                raise ValueError(f"parameter {pname} of ABI {name} has kind {kind!r}, not i32, f32, f32[] or i32[]")
         self.name = name
         self.params = params
         fmt, offsets, offset = ["<"], [], 0
         for _, kind in params:
-            if kind == ARRAY:
+            if kind in _ARRAYS:
                 pad = -offset % 8
                 fmt.append(f"{pad}x" if pad else "")
                 offset += pad
@@ -60,13 +62,13 @@ class Abi:
         """The names a caller passes, arrays as ``<name>_ptr, <name>_extent``."""
         names = []
         for pname, kind in self.params:
-            names += [f"{pname}_ptr", f"{pname}_extent"] if kind == ARRAY else [pname]
+            names += [f"{pname}_ptr", f"{pname}_extent"] if kind in _ARRAYS else [pname]
         return names
 
     def _generate_packer(self) -> Callable[..., ctypes.c_void_p]:
         packed, ints, floats = [], [], []
         for pname, kind in self.params:
-            if kind == ARRAY:
+            if kind in _ARRAYS:
                 packed += ["0", "0", f"{pname}_extent", "4", f"{pname}_ptr", f"{pname}_extent", "4"]
                 ints += [f"{pname}_ptr", f"{pname}_extent"]
             else:
@@ -101,8 +103,8 @@ class Abi:
         """The Numba signature (imports Numba: only for compiling)."""
         from numba import types
 
-        vec = types.Array(types.float32, 1, "C")
-        kinds = {INT32: types.int32, FLOAT32: types.float32, ARRAY: vec}
+        kinds = {INT32: types.int32, FLOAT32: types.float32, ARRAY: types.Array(types.float32, 1, "C"),
+                 INT32_ARRAY: types.Array(types.int32, 1, "C")}
         return types.void(*(kinds[kind] for _, kind in self.params))
 
     def simulate(self, dispatcher: Any, grid: tuple, block: tuple, stream: Any, args: tuple) -> None:
@@ -110,8 +112,8 @@ class Abi:
         each array becomes a view of the host memory at its pointer."""
         values, i = [], 0
         for _, kind in self.params:
-            if kind == ARRAY:
-                values.append(_host_view(args[i], args[i + 1]))
+            if kind in _ARRAYS:
+                values.append(_host_view(args[i], args[i + 1], kind))
                 i += 2
             else:
                 values.append(args[i])
@@ -122,12 +124,14 @@ class Abi:
         return f"Abi({self.name!r}, {', '.join(f'{n}: {k}' for n, k in self.params)})"
 
 
-def _host_view(ptr: int, extent: int) -> Any:
-    """A simulator device array over ``extent`` float32 elements of host memory at ``ptr``."""
+def _host_view(ptr: int, extent: int, kind: str = ARRAY) -> Any:
+    """A simulator device array over ``extent`` elements (float32, or int32 for ``INT32_ARRAY``)
+    of host memory at ``ptr``."""
     import numpy as np
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
+    dtype, ctype = (np.int32, ctypes.c_int32) if kind == INT32_ARRAY else (np.float32, ctypes.c_float)
     if extent == 0:
-        return FakeCUDAArray(np.empty(0, np.float32))
-    view = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(extent,))
+        return FakeCUDAArray(np.empty(0, dtype))
+    view = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctype)), shape=(extent,))
     return FakeCUDAArray(view)

@@ -128,6 +128,7 @@ def _bind(lib) -> None:
         "cuKernelGetFunction": [_PP, _P],
         "cuMemAlloc_v2": [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t],
         "cuMemFree_v2": [ctypes.c_uint64],
+        "cuMemsetD32Async": [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t, _P],
         "cuEventCreate": [_PP, ctypes.c_uint],
         "cuEventRecord": [_P, _P],
         "cuStreamWaitEvent": [_P, _P, ctypes.c_uint],
@@ -431,6 +432,12 @@ def mem_alloc(nbytes: int) -> int:
 def mem_free(ptr: int) -> None:
     """``cuMemFree`` (it waits for the device's work to finish, as ``cudaFree`` does)."""
     _check("cuMemFree", _lib().cuMemFree_v2(ptr))
+
+
+def memset_d32_async(ptr: int, value: int, count: int, stream: int) -> None:
+    """``cuMemsetD32Async``: ``count`` 32-bit words at ``ptr`` set to ``value``, in order on the
+    raw ``stream`` (a memset node when the stream is being captured)."""
+    _check("cuMemsetD32Async", _lib().cuMemsetD32Async(ptr, value, count, stream))
 
 
 _layout_serial = itertools.count()

@@ -10,11 +10,13 @@ Numba's simulated dispatcher on views of host memory.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, NamedTuple
 
 from sgblas.runtime import driver
+from sgblas.runtime.device import SIMULATOR
 
-__all__ = ["LoadedKernel", "launch"]
+__all__ = ["LoadedKernel", "launch", "zero_int32"]
 
 
 class LoadedKernel(NamedTuple):
@@ -46,3 +48,12 @@ def launch(kernel: LoadedKernel, grid: tuple, stream: Any, args: tuple, after: b
     else:
         driver.launch(c_function, grid, block, stream, abi.pack(*args))
 
+
+def zero_int32(ptr: int, count: int, raw_stream: int) -> None:
+    """Zero ``count`` int32 words of device memory at ``ptr`` in order on ``raw_stream`` (the
+    raw ``CUstream``); under the simulator, where device memory is host memory and launches run
+    at once, at once."""
+    if SIMULATOR:
+        ctypes.memset(ptr, 0, 4 * count)
+        return
+    driver.memset_d32_async(ptr, 0, count, raw_stream)

@@ -137,12 +137,30 @@ def test_find_candidate_refuses_what_cannot_run_with_the_reason():
     assert f"longer than {cand.ACCURACY_CHUNK}" in find_candidate(long_k, H200_PROPS, WORKSPACE, f"{split.name}/s3")
     short = cand.split_of(split, long_k.k, 96).splits  # slices of 224
     assert not isinstance(find_candidate(long_k, H200_PROPS, WORKSPACE, f"{split.name}/s{short}"), str)
-    # A workspace for 16 partials: the policy keeps the shortest slices it allows (1250), and
+    # A workspace for 32 partials: the policy keeps the shortest slices it allows (625), and
     # those within ACCURACY_SLACK of them, and says so.
-    few = 16 * 4 * 256 * 256
-    assert not isinstance(find_candidate(long_k, H200_PROPS, few, f"{split.name}/s16"), str)
-    why = find_candidate(long_k, H200_PROPS, few, f"{split.name}/s8")
+    few = 32 * 4 * 256 * 256
+    assert not isinstance(find_candidate(long_k, H200_PROPS, few, f"{split.name}/s32"), str)
+    why = find_candidate(long_k, H200_PROPS, few, f"{split.name}/s24")  # slices of 848
     assert "times the shortest that the workspace" in why, why
+    # For 16, the same: a serial split is weighed beside them on its speed.
+    assert not isinstance(find_candidate(long_k, H200_PROPS, 16 * 4 * 256 * 256, f"{split.name}/s16"), str)
+    # For 3 (fewer than ACCURACY_SERIAL_PARTIALS): slices of 6672 at best, longer than a serial
+    # split's; the serial split of the fewest slices no longer than that is legal, and a
+    # parallel one is not.
+    fewer = (cand.ACCURACY_SERIAL_PARTIALS - 1) * 4 * 256 * 256
+    why = find_candidate(long_k, H200_PROPS, fewer, f"{split.name}/s3")
+    assert f"longer than {cand.ACCURACY_SERIAL_CHUNK}, the longest slice of a serial split" in why, why
+    serial = cand.split_of(split, long_k.k, -(-long_k.k // cand.ACCURACY_SERIAL_CHUNK), True)
+    assert serial.k_chunk <= cand.ACCURACY_SERIAL_CHUNK and serial.serial
+    assert find_candidate(long_k, H200_PROPS, fewer, f"{split.name}/c{serial.splits}") == cand.Candidate(split, serial)
+    assert "longer than" in find_candidate(long_k, H200_PROPS, fewer, f"{split.name}/c{serial.splits - 2}")
+    # Serial splits: only the slice kernels, two slices at least, room for the semaphores.
+    skinny = _first("skinny")
+    assert "cannot add its slices into C in turn" in find_candidate(problem(m=8, n=256, k=20000), H200_PROPS, WORKSPACE,
+                                                                   f"{skinny.name}/c30")
+    assert "at least 2 slices" in find_candidate(long_k, H200_PROPS, WORKSPACE, f"{split.name}/c1")
+    assert "its semaphores need 16 bytes" in find_candidate(long_k, H200_PROPS, 8, f"{split.name}/c30")
 
 
 def test_a_split_count_off_the_ladder_is_a_candidate_by_name():
@@ -166,3 +184,21 @@ def test_a_skinny_product_at_an_odd_leading_dimension_has_4_byte_skinny_candidat
     assert any(c.spec in skinny and c.split.splits == 1 for c in found)
     c = choose(p, H200_PROPS, WORKSPACE)
     assert {f.name for f in found if f.spec in skinny} <= {name for name, _ in c.ranking}
+
+
+def test_the_serial_cap_holds_where_the_partials_bind_and_the_tiles_are_few():
+    """From k = 16384 every sum is capped at ACCURACY_SERIAL_CHUNK only where a serial split can
+    run, the output has fewer 128 x 128 tiles than ACCURACY_SERIAL_WAVES x SMs and the workspace
+    holds fewer than ACCURACY_SERIAL_PARTIALS partials; elsewhere the serial splits stand beside
+    the parallel ones and the unsplit tiles."""
+    split, tile = _first("splitk"), _first("gemm")
+
+    def longest(p):
+        found, _ = cand.enumerate_candidates([split, tile], p, H200_PROPS, WORKSPACE)
+        assert any(c.split is not None and c.split.serial for c in found)
+        return max(cand.longest_sum(c, p.k) for c in found)
+
+    assert longest(problem(m=1536, n=1536, k=16384)) <= cand.ACCURACY_SERIAL_CHUNK  # 3 partials, 144 tiles
+    assert longest(problem(m=1024, n=1024, k=16384)) > cand.ACCURACY_SERIAL_CHUNK   # 8 partials
+    assert longest(problem(m=4096, n=4096, k=16384)) == 16384                       # 1024 tiles: unsplit stays
+    assert cand.serial_splits_of(split, problem(m=1536, n=1536, k=8192), H200_PROPS, WORKSPACE) == []

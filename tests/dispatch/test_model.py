@@ -288,3 +288,34 @@ def test_a_variant_missing_from_an_entry_takes_a_sibling_devices_rates(monkeypat
         assert cal.rates[names[4]] == model.default_rates(by_name(names[4]), CC, H200)._replace(fill=2.0)
     finally:
         model._calibration.cache_clear()
+
+
+@pytest.mark.parametrize("m, n, k", [(1536, 1536, 16384), (297, 1185, 89209), (512, 512, 65536), (3000, 300, 40000)])
+def test_serial_splits_are_bounded_predicted_and_chosen_alike(calibrated, m, n, k):
+    """Long K: serial splits are candidates; each one's lower bounds hold, it reads no
+    reduction's rates, its chain link costs more than the hand-off, and the call's quick choice
+    is the full one."""
+    calibrated(_rates(), launch_s=5e-6)
+    cal = model.calibration_for(CC, H200)
+    p = problem(m=m, n=n, k=k)
+    legal = [s for s in GEMM_KERNELS if s.pair == ("N", "N") and s.can_implement(p) is None]
+    found, _ = cand.enumerate_candidates(legal, p, H200, WORKSPACE)
+    serial = [c for c in found if c.split is not None and c.split.serial]
+    assert serial and all(c.name.split("/")[1].startswith("c") for c in serial)
+    floor = model.Floor(p, H200, cal, legal)
+    full, quick = plan.choose(p, H200, WORKSPACE), plan.choose(p, H200, WORKSPACE, quick=True)
+    assert (quick.candidate, quick.split) == (full.candidate, full.split)
+    timed = dict(full.ranking)
+    for c in serial:
+        assert floor.lower_bound(c) <= timed[c.name] * (1 + 1e-12), c.name
+        assert floor.variant_bound(c.spec) <= timed[c.name] * (1 + 1e-12), c.name
+        assert calibrate_dependencies(c) == (c.spec.name,)  # no reduction's rates
+        r = cal.rates[c.spec.name]
+        bm, bn, _ = c.spec.tile
+        assert model.serial_step(r, 2.0 * bm * bn) > model.SERIAL_HANDOFF_S
+
+
+def calibrate_dependencies(c):
+    from perf.calibrate import dependencies
+
+    return dependencies(c)

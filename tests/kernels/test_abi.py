@@ -20,7 +20,9 @@ import pytest
 
 from helpers import child_env
 from sgblas.kernels import abi
-from sgblas.runtime.abi import ARRAY, Abi
+from sgblas.runtime.abi import ARRAY, INT32_ARRAY, Abi
+
+ARRAYS = (ARRAY, INT32_ARRAY)
 
 REPO = str(Path(__file__).resolve().parents[2])
 ABIS = {name: value for name, value in vars(abi).items() if isinstance(value, Abi)}
@@ -58,7 +60,7 @@ def test_layout_matches_the_ptx_parameter_list(ptx_params, name):
     layout = struct.Struct(a.struct_format)
     slot_sizes = []
     for _, kind in a.params:
-        slot_sizes += [8] * 7 if kind == ARRAY else [4]
+        slot_sizes += [8] * 7 if kind in ARRAYS else [4]
     assert sizes == slot_sizes, (name, ptx_params[name])
     assert len(a.offsets) == len(sizes)
     assert all(off % size == 0 for off, size in zip(a.offsets, sizes))  # natural alignment
@@ -72,7 +74,7 @@ def test_the_packer_puts_each_value_at_its_offset(name):
     a = ABIS[name]
     values, expected = [], []
     for i, (_, kind) in enumerate(a.params):
-        if kind == ARRAY:
+        if kind in ARRAYS:
             ptr, extent = 0x7F0000000000 + 16 * i, 1000 + i
             values += [ptr, extent]
             expected += [0, 0, extent, 4, ptr, extent, 4]
@@ -94,9 +96,9 @@ def test_the_packer_puts_each_value_at_its_offset(name):
 def slot_is_array(a: Abi, slot: int) -> bool:
     i = 0
     for _, kind in a.params:
-        width = 7 if kind == ARRAY else 1
+        width = 7 if kind in ARRAYS else 1
         if slot < i + width:
-            return kind == ARRAY
+            return kind in ARRAYS
         i += width
     raise IndexError(slot)
 
@@ -111,7 +113,7 @@ def test_a_repeated_pack_keeps_the_bytes_and_any_change_repacks(name):
     def args(shift: int, zero: float) -> list:
         values = []
         for i, (_, kind) in enumerate(a.params):
-            if kind == ARRAY:
+            if kind in ARRAYS:
                 values += [0x7F0000000000 + 16 * (i + shift), 1000 + i + shift]
             else:
                 values.append(3 + i + shift if kind == "i32" else zero)

@@ -726,7 +726,7 @@ def test_split_k_slices_sum_to_the_product(pair, align, k_view, extra):
     _sim_kernel(cfg, name)[grid_for(cfg, m, n, splits), (cfg.THREADS, 1, 1)](
         np.int32(m), np.int32(n), np.int32(k), np.float32(-2.0), cuda.to_device(ops.A),
         np.int32(ops.lda), cuda.to_device(ops.B), np.int32(ops.ldb), np.float32(np.nan), d_w,
-        np.int32(ldw), np.int32(k_chunk))
+        np.int32(ldw), np.int32(k_chunk), cuda.to_device(np.empty(0, np.int32)))  # no semaphores: partials
     work = d_w.copy_to_host()
     a = as_matrix(ops.A, *stored_shape(pair[0], m, k), ops.lda).astype(np.float64)
     b = as_matrix(ops.B, *stored_shape(pair[1], k, n), ops.ldb).astype(np.float64)
@@ -881,7 +881,7 @@ def test_split_k_spec_real_sizes(kernels, name):
     _launch(kernels, spec, grid_for(cfg, m, n, splits),
             (m, n, k, 1.0, d_a.device_ctypes_pointer.value, d_a.size, ops.lda,
              d_b.device_ctypes_pointer.value, d_b.size, ops.ldb, 0.0,
-             d_w.device_ctypes_pointer.value, d_w.size, ldw, k_chunk))
+             d_w.device_ctypes_pointer.value, d_w.size, ldw, k_chunk, 0, 0))
     work = d_w.copy_to_host()
     total = sum(as_matrix(work[s * ldw * n:], m, n, ldw).astype(np.float64) for s in range(splits))
     ref = reference_gemm(ta, tb, m, n, k, 1.0, ops.A, ops.lda, ops.B, ops.ldb, 0.0, ops.C, ops.ldc)

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import operator
@@ -214,6 +215,40 @@ def test_split_k_calls_every_pair(tiny_splits, pair, m, n, k, splits):
         assert sgblas.sgemm(h, *case.args(-1.0, 0.5), candidate=name) == Status.SUCCESS, \
             sgblas.last_error_message()
         case.check(-1.0, 0.5, C_before=before)
+
+
+@pytest.fixture
+def tiny_serial(monkeypatch):
+    """Serial splits of tiny problems: slices shorter than the least serial slice a real call keeps."""
+    monkeypatch.setattr(candidates, "ACCURACY_MIN_CHUNK", 16)
+
+
+@pytest.mark.parametrize("pair, m, n, k, splits", SPLIT_CASES,
+                         ids=lambda c: c if isinstance(c, int) else "".join(c))
+def test_serial_split_calls_every_pair(tiny_serial, pair, m, n, k, splits):
+    """The slices add into C in turn (``/cS``): right against float64 with beta == 0 on a NaN C
+    (slice 0 reads no C) and with beta != 0; no reduction launched; the semaphores at the
+    workspace's start are zero again after the call, whatever a parallel split left there."""
+    case = GemmCase(_seed("serial", pair, m, n, k), pair[0], pair[1], m, n, k, pad=1, ld_multiple=4)
+    spec = SPLIT_SPECS[pair]
+    name = f"{spec.name}/c{splits}"
+    with sgblas.Handle() as h:
+        plan = plan_named(h, name, *_plan_args(case))
+        assert not isinstance(plan, str), plan
+        assert plan.spec is spec and plan.serial and plan.splits == splits and plan.reduce is None
+        assert plan.workspace  # its semaphores live there
+        tiles = plan.grid[0]
+        sem = np.ctypeslib.as_array(ctypes.cast(h.workspace_ptr, ctypes.POINTER(ctypes.c_int32)), shape=(tiles,))
+        sem[:] = 7  # as a parallel split's partials may leave it
+        before = case.reset_c(nan=True)
+        assert sgblas.sgemm(h, *case.args(1.5, 0.0), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
+        case.check(1.5, 0.0, C_before=before)
+        assert not sem.any(), sem
+        before = case.reset_c()
+        assert sgblas.sgemm(h, *case.args(-1.0, 0.5), candidate=name) == Status.SUCCESS, \
+            sgblas.last_error_message()
+        case.check(-1.0, 0.5, C_before=before)
+        assert not sem.any(), sem
 
 
 def _plan_args(case):
