@@ -9,7 +9,10 @@
 * A split-K call captured in a CUDA graph (driver API) replays to the same bits as the eager
   call, with fresh inputs too.
 * Too little workspace: the call takes a kernel that needs none, ``explain`` says why, and the
-  result is right.
+  result is right; with room for the semaphores alone, a serial split.
+* A workspace of fewer partials than the serial cap needs (every pair, odd and aligned leading
+  dimensions, tails in m, n and k): the slices add into C in turn (``VARIANT/cS``), right with
+  beta == 0 on a NaN C and with beta != 0, and the same bits run to run.
 * Skinny shapes (m or n small) for every pair and side, one launch or split, the skinny
   candidate run by name.
 """
@@ -188,3 +191,21 @@ def test_skinny_every_pair(pair, shape):
         np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), first.view(np.uint32))
         before = _run(h, case, 0.75, -1.0, nan_c=False, candidate=name)
         case.check(0.75, -1.0, C_before=before)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "".join(p))
+@pytest.mark.parametrize("ld_multiple", [4, 1], ids=["aligned", "odd"])
+def test_serial_split_where_the_partials_bind(pair, ld_multiple):
+    m, n, k = 600, 520, 16400
+    case = GemmCase(SEED + 6, pair[0], pair[1], m, n, k, pad=1, ld_multiple=ld_multiple)
+    partials = 3 * 4 * ((m + 3) // 4 * 4) * n  # fewer than the cap's ACCURACY_SERIAL_PARTIALS
+    with sgblas.Handle(workspace_bytes=partials) as h:
+        explanation = _explain(h, case)
+        assert "/c" in explanation.candidate, str(explanation)
+        before = _run(h, case, 1.0, 0.0)
+        case.check(1.0, 0.0, C_before=before)
+        first = case.dC.copy_to_host()
+        _run(h, case, 1.0, 0.0)
+        np.testing.assert_array_equal(case.dC.copy_to_host(), first)  # the slices add in a fixed order
+        before = _run(h, case, -0.5, 2.0, nan_c=False)
+        case.check(-0.5, 2.0, C_before=before)
