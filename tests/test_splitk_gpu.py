@@ -12,7 +12,8 @@
   result is right; with room for the semaphores alone, a serial split.
 * A workspace of fewer partials than the serial cap needs (every pair, odd and aligned leading
   dimensions, tails in m, n and k): the slices add into C in turn (``VARIANT/cS``), right with
-  beta == 0 on a NaN C and with beta != 0, and the same bits run to run.
+  beta == 0 on a NaN C and with beta != 0, and the same bits run to run; from a thread with no
+  current context, and replayed from a CUDA graph.
 * Skinny shapes (m or n small) for every pair and side, one launch or split, the skinny
   candidate run by name.
 """
@@ -209,3 +210,49 @@ def test_serial_split_where_the_partials_bind(pair, ld_multiple):
         np.testing.assert_array_equal(case.dC.copy_to_host(), first)  # the slices add in a fixed order
         before = _run(h, case, -0.5, 2.0, nan_c=False)
         case.check(-0.5, 2.0, C_before=before)
+
+
+def test_serial_split_from_a_thread_without_a_context_and_in_a_graph(driver):
+    """A serial split's memset needs its context current: a call from a fresh thread (no current
+    context) on the handle's own stream runs; captured into a graph (a memset node, then the
+    slice kernel), two replays give the eager call's bits (the semaphores start at zero each time)."""
+    import threading
+
+    m, n, k = 600, 520, 16400
+    case = GemmCase(SEED + 7, "N", "T", m, n, k, pad=1, ld_multiple=4)
+    stream = _stream(driver)
+    try:
+        with sgblas.Handle(stream=stream, workspace_bytes=4096) as h:  # semaphores only: a serial split
+            assert "/c" in _explain(h, case).candidate
+            before = case.reset_c()
+            got = []
+            worker = threading.Thread(target=lambda: got.append(sgblas.sgemm(h, *case.args(1.0, 0.5))))
+            worker.start()
+            worker.join()
+            assert got == [Status.SUCCESS], sgblas.last_error_message()
+            driver.cuStreamSynchronize(stream)
+            eager = case.dC.copy_to_host()
+            case.check(1.0, 0.5, C_before=before)
+            case.dC.copy_to_device(before)
+            cuda.synchronize()
+            err, = driver.cuStreamBeginCapture(stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+            assert err == driver.CUresult.CUDA_SUCCESS
+            try:
+                status = sgblas.sgemm(h, *case.args(1.0, 0.5))
+            finally:
+                err, graph = driver.cuStreamEndCapture(stream)
+            assert err == driver.CUresult.CUDA_SUCCESS and status == Status.SUCCESS, sgblas.last_error_message()
+            err, graph_exec = driver.cuGraphInstantiate(graph, 0)
+            assert err == driver.CUresult.CUDA_SUCCESS
+            try:
+                for _ in range(2):
+                    case.dC.copy_to_device(before)
+                    cuda.synchronize()
+                    driver.cuGraphLaunch(graph_exec, stream)
+                    driver.cuStreamSynchronize(stream)
+                    np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), eager.view(np.uint32))
+            finally:
+                driver.cuGraphExecDestroy(graph_exec)
+                driver.cuGraphDestroy(graph)
+    finally:
+        driver.cuStreamDestroy(stream)

@@ -17,10 +17,10 @@ name, which is how a user runs it (``sgemm(..., candidate=NAME)``), a lab times 
 Legality of a variant is its spec's ``can_implement``; legality of a candidate adds what its
 split needs (workspace, the grid's limits, slices no shorter than :data:`MIN_SPLIT_CHUNK`)
 and the accuracy policy: from :data:`ACCURACY_SPLIT_K` on, no float32 sum in the candidate may
-be longer than :data:`ACCURACY_CHUNK`, or than the shortest the workspace allows, and never
-than :data:`ACCURACY_SERIAL_CHUNK`, which a serial split reaches whatever the workspace
-(:func:`accuracy_limit`; ``docs/design.md``, "Split-K"), so that the error stays at or below
-cuBLAS's. That is a constraint on the candidates, not a ranking: which legal
+be longer than :data:`ACCURACY_CHUNK`, or than the shortest the workspace allows, and, where
+the workspace holds few partials and the output few tiles, than :data:`ACCURACY_SERIAL_CHUNK`,
+which a serial split reaches with no partials (:func:`accuracy_limit`; ``docs/design.md``,
+"Split-K"), so that the error stays at or below cuBLAS's. That is a constraint on the candidates, not a ranking: which legal
 candidate should run is the cost model's business (:mod:`sgblas.dispatch.model`).
 
 The split counts tried are :data:`SPLIT_COUNTS` and the counts that fill whole waves of the

@@ -714,7 +714,7 @@ def _enqueue(handle: Any, stream: Any, plan: Plan, m: int, n: int, k: int, alpha
         # The slices add into C in turn, ordered by one semaphore per output tile at the start
         # of the workspace, zeroed first (another plan may have left partials there).
         sem, tiles = handle.workspace_ptr, grid[0]
-        zero_int32(sem, tiles, handle._stream[1])
+        zero_int32(sem, tiles, handle._stream[1], handle._context)
         launch(kernel, grid, stream, (m, n, k, alpha, a_ptr, a_extent, lda, b_ptr, b_extent, ldb,
                                       beta, c_ptr, c_extent, ldc, k_chunk, sem, tiles), after)
     else:

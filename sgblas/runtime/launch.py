@@ -49,11 +49,13 @@ def launch(kernel: LoadedKernel, grid: tuple, stream: Any, args: tuple, after: b
         driver.launch(c_function, grid, block, stream, abi.pack(*args))
 
 
-def zero_int32(ptr: int, count: int, raw_stream: int) -> None:
+def zero_int32(ptr: int, count: int, raw_stream: int, context: int) -> None:
     """Zero ``count`` int32 words of device memory at ``ptr`` in order on ``raw_stream`` (the
-    raw ``CUstream``); under the simulator, where device memory is host memory and launches run
-    at once, at once."""
+    raw ``CUstream``) with ``context`` current (a memset, unlike a launch on a stream, needs its
+    context current, and a thread that launches on its own stream may have none); under the
+    simulator, where device memory is host memory and launches run at once, at once."""
     if SIMULATOR:
         ctypes.memset(ptr, 0, 4 * count)
         return
-    driver.memset_d32_async(ptr, 0, count, raw_stream)
+    with driver.made_current(context):
+        driver.memset_d32_async(ptr, 0, count, raw_stream)
