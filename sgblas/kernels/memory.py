@@ -500,7 +500,7 @@ else:
         f32, i64 = ir.FloatType(), ir.IntType(64)
         ret = types.float32 if width == 1 else types.UniTuple(types.float32, width)
         regs = ", ".join(f"${e}" for e in range(width))
-        text = (f"ld.global.cg.f32 $0, [$1];" if width == 1
+        text = ("ld.global.cg.f32 $0, [$1];" if width == 1
                 else f"ld.global.cg.v{width}.f32 {{{regs}}}, [${width}];")
         out = f32 if width == 1 else ir.LiteralStructType([f32] * width)
 
@@ -509,7 +509,9 @@ else:
 
             def codegen(context, builder, sig, args):
                 fptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _GLOBAL)
-                op = ir.InlineAsm(ir.FunctionType(out, [i64]), text, ",".join(["=f"] * width + ["l"]),
+                # The memory clobber keeps the load after the semaphore's wait and fence, which
+                # the compiler does not otherwise see it depend on.
+                op = ir.InlineAsm(ir.FunctionType(out, [i64]), text, ",".join(["=f"] * width + ["l", "~{memory}"]),
                                   side_effect=True)
                 got = builder.call(op, [builder.ptrtoint(fptr, i64)])
                 if width == 1:

@@ -601,7 +601,9 @@ _CTAID_AGAIN = "uint32(cuda.blockIdx.x)" if SIMULATOR else "ctaid_x_again()"
 
 def _epilogue(cfg: TileConfig, w) -> None:
     """C = alpha * acc + beta * C with vector accesses of C's alignment class where whole,
-    element by element at the M tail; C unread when beta == 0 (and always for split-K)."""
+    element by element at the M tail; C unread when beta == 0. A parallel split's slice stores
+    alpha * acc as its partial and never reads C; a serial split's adds into C (``keep`` = beta
+    for slice 0, 1 after it) once the slice before it has."""
     if cfg.c_stage:
         _epilogue_staged(cfg, w)
         return
