@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -55,6 +57,26 @@ def _run(h, case, alpha=1.0, beta=0.0, nan_c=True, candidate=None) -> np.ndarray
     assert status == Status.SUCCESS, sgblas.last_error_message()
     cuda.synchronize()
     return before
+
+
+@contextlib.contextmanager
+def _captured(driver, stream: int, h, args: tuple):
+    """``sgemm(h, *args)`` captured from ``stream`` into a graph, instantiated; the executable
+    graph is yielded and both are destroyed afterwards."""
+    err, = driver.cuStreamBeginCapture(stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    try:
+        status = sgblas.sgemm(h, *args)
+    finally:
+        err, graph = driver.cuStreamEndCapture(stream)
+    assert err == driver.CUresult.CUDA_SUCCESS and status == Status.SUCCESS, sgblas.last_error_message()
+    err, graph_exec = driver.cuGraphInstantiate(graph, 0)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    try:
+        yield graph_exec
+    finally:
+        driver.cuGraphExecDestroy(graph_exec)
+        driver.cuGraphDestroy(graph)
 
 
 def _stream(driver) -> int:
@@ -125,18 +147,9 @@ def test_graph_capture_of_a_split_k_call(driver):
 
             case.dC.copy_to_device(eager_before)
             cuda.synchronize()
-            err, = driver.cuStreamBeginCapture(stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
-            assert err == driver.CUresult.CUDA_SUCCESS
-            try:
-                status = sgblas.sgemm(h, *case.args(1.5, 0.5))
-            finally:
-                err, graph = driver.cuStreamEndCapture(stream)
-            assert err == driver.CUresult.CUDA_SUCCESS and status == Status.SUCCESS, sgblas.last_error_message()
-            driver.cuStreamSynchronize(stream)
-            np.testing.assert_array_equal(case.dC.copy_to_host(), eager_before, err_msg="capture ran the kernels")
-            err, graph_exec = driver.cuGraphInstantiate(graph, 0)
-            assert err == driver.CUresult.CUDA_SUCCESS
-            try:
+            with _captured(driver, stream, h, case.args(1.5, 0.5)) as graph_exec:
+                driver.cuStreamSynchronize(stream)
+                np.testing.assert_array_equal(case.dC.copy_to_host(), eager_before, err_msg="capture ran the kernels")
                 driver.cuGraphLaunch(graph_exec, stream)
                 driver.cuStreamSynchronize(stream)
                 np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), eager.view(np.uint32),
@@ -151,9 +164,6 @@ def test_graph_capture_of_a_split_k_call(driver):
                 driver.cuGraphLaunch(graph_exec, stream)
                 driver.cuStreamSynchronize(stream)
                 case.check(1.5, 0.5, C_before=before)
-            finally:
-                driver.cuGraphExecDestroy(graph_exec)
-                driver.cuGraphDestroy(graph)
     finally:
         driver.cuStreamDestroy(stream)
 
@@ -235,24 +245,12 @@ def test_serial_split_from_a_thread_without_a_context_and_in_a_graph(driver):
             case.check(1.0, 0.5, C_before=before)
             case.dC.copy_to_device(before)
             cuda.synchronize()
-            err, = driver.cuStreamBeginCapture(stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
-            assert err == driver.CUresult.CUDA_SUCCESS
-            try:
-                status = sgblas.sgemm(h, *case.args(1.0, 0.5))
-            finally:
-                err, graph = driver.cuStreamEndCapture(stream)
-            assert err == driver.CUresult.CUDA_SUCCESS and status == Status.SUCCESS, sgblas.last_error_message()
-            err, graph_exec = driver.cuGraphInstantiate(graph, 0)
-            assert err == driver.CUresult.CUDA_SUCCESS
-            try:
+            with _captured(driver, stream, h, case.args(1.0, 0.5)) as graph_exec:
                 for _ in range(2):
                     case.dC.copy_to_device(before)
                     cuda.synchronize()
                     driver.cuGraphLaunch(graph_exec, stream)
                     driver.cuStreamSynchronize(stream)
                     np.testing.assert_array_equal(case.dC.copy_to_host().view(np.uint32), eager.view(np.uint32))
-            finally:
-                driver.cuGraphExecDestroy(graph_exec)
-                driver.cuGraphDestroy(graph)
     finally:
         driver.cuStreamDestroy(stream)

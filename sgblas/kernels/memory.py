@@ -374,9 +374,9 @@ else:
 
     _GLOBAL, _SHARED = 1, 3
 
-    def _check(name: str, arr, index) -> None:
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float32):
-            raise TypeError(f"{name} needs a 1-D float32 array, got {arr}")
+    def _check(name: str, arr, index, dtype=types.float32) -> None:
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == dtype):
+            raise TypeError(f"{name} needs a 1-D {dtype} array, got {arr}")
         if not isinstance(index, types.Integer):
             raise TypeError(f"{name} needs an integer element index, got {index}")
 
@@ -393,8 +393,8 @@ else:
         b = builder.load(builder.gep(fb_p, [fb_at()]))
         builder.store(builder.fadd(c, builder.fmul(a, b)), cp)
 
-    def _elem_ptr(context, builder, arrty, arr, idxty, idx, addrspace: int):
-        """Typed ``float addrspace(n)*`` to ``arr[idx]``, 64-bit address arithmetic."""
+    def _elem_ptr(context, builder, arrty, arr, idxty, idx, addrspace: int, elem=None):
+        """Typed ``float addrspace(n)*`` (or ``elem``'s) to ``arr[idx]``, 64-bit address arithmetic."""
         data = context.make_array(arrty)(context, builder, value=arr).data
         i64 = ir.IntType(64)
         if idxty.bitwidth == 64:
@@ -404,7 +404,7 @@ else:
         else:
             wide = builder.zext(idx, i64)
         ptr = builder.gep(data, [wide], inbounds=True)
-        return builder.addrspacecast(ptr, ir.PointerType(ir.FloatType(), addrspace))
+        return builder.addrspacecast(ptr, ir.PointerType(elem or ir.FloatType(), addrspace))
 
     def _cp_async_call(builder, sptr, gptr, nbytes, size: int = 4, cache: str = "ca") -> None:
         """``cp.async.{cache}`` of a ``size``-byte copy from the global ``gptr`` to the shared
@@ -529,16 +529,11 @@ else:
         CTA polls its tile's semaphore with. A plain load, not an atomic, so that the CTAs
         waiting on one semaphore do not queue behind each other at L2's atomic unit; acquire,
         so that what the releasing CTA wrote before its release is visible after it."""
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.int32):
-            raise TypeError(f"ld_acquire_i32 needs a 1-D int32 array, got {arr}")
-        if not isinstance(index, types.Integer):
-            raise TypeError(f"ld_acquire_i32 needs an integer element index, got {index}")
+        _check("ld_acquire_i32", arr, index, types.int32)
 
         def codegen(context, builder, sig, args):
             i32, i64 = ir.IntType(32), ir.IntType(64)
-            data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-            idx = context.cast(builder, args[1], sig.args[1], types.int64)
-            ptr = builder.addrspacecast(builder.gep(data, [idx], inbounds=True), ir.PointerType(i32, _GLOBAL))
+            ptr = _elem_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1], _GLOBAL, i32)
             op = ir.InlineAsm(ir.FunctionType(i32, [i64]), "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}",
                               side_effect=True)
             return builder.call(op, [builder.ptrtoint(ptr, i64)])

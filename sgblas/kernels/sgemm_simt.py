@@ -105,7 +105,8 @@ from typing import NamedTuple
 from sgblas.kernels.problem import GemmProblem
 from sgblas.runtime.device import SIMULATOR
 
-__all__ = ["TileConfig", "generate_source", "build_pyfunc", "fma_loops", "grid_for", "guard"]
+__all__ = ["TileConfig", "generate_source", "build_pyfunc", "fma_loops", "grid_for", "guard", "TID_AGAIN",
+           "CTAID_AGAIN"]
 
 
 @dataclass(frozen=True)
@@ -592,11 +593,11 @@ def _src_lines(cfg: TileConfig, fname: str, after_grid: bool = False) -> list[st
     return L
 
 
-#: ``threadIdx.x`` and ``blockIdx.x`` read where they are written (the epilogue of a serial split:
-#: :func:`sgblas.kernels.memory.tid_x_again`), not kept through the K loop; the simulator, which
-#: has no inline assembly, reads them plainly.
-_TID_AGAIN = "uint32(cuda.threadIdx.x)" if SIMULATOR else "tid_x_again()"
-_CTAID_AGAIN = "uint32(cuda.blockIdx.x)" if SIMULATOR else "ctaid_x_again()"
+#: The text of ``threadIdx.x`` and ``blockIdx.x`` read where it is written
+#: (:func:`sgblas.kernels.memory.tid_x_again`), not kept through a loop (the generators' texts
+#: bind those names); the simulator, which has no inline assembly, reads them plainly.
+TID_AGAIN = "uint32(cuda.threadIdx.x)" if SIMULATOR else "tid_x_again()"
+CTAID_AGAIN = "uint32(cuda.blockIdx.x)" if SIMULATOR else "ctaid_x_again()"
 
 
 def _epilogue(cfg: TileConfig, w) -> None:
@@ -617,8 +618,8 @@ def _epilogue(cfg: TileConfig, w) -> None:
         w("    serial = sem.size > 0")
         w("    if serial:")
         w("        c_base = int64(0)")
-        w(f"        if {_TID_AGAIN} == uint32(0):")
-        w(f"            while ld_acquire_i32(sem, {_CTAID_AGAIN}) != int32(s_k):")
+        w(f"        if {TID_AGAIN} == uint32(0):")
+        w(f"            while ld_acquire_i32(sem, {CTAID_AGAIN}) != int32(s_k):")
         w("                pass")
         w("            cuda.threadfence()")
         w("        cuda.syncthreads()")
@@ -680,8 +681,8 @@ def _epilogue(cfg: TileConfig, w) -> None:
         w("    if serial:   # every thread's stores are out before the next slice may read them")
         w("        cuda.threadfence()")
         w("        cuda.syncthreads()")
-        w(f"        if {_TID_AGAIN} == uint32(0):")
-        w(f"            cuda.atomic.exch(sem, {_CTAID_AGAIN}, int32(0) if s_k + uint32(1) == uint32(cuda.gridDim.y) "
+        w(f"        if {TID_AGAIN} == uint32(0):")
+        w(f"            cuda.atomic.exch(sem, {CTAID_AGAIN}, int32(0) if s_k + uint32(1) == uint32(cuda.gridDim.y) "
           "else int32(s_k + uint32(1)))")
 
 

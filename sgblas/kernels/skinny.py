@@ -70,6 +70,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sgblas.kernels.problem import GemmProblem
+from sgblas.kernels.sgemm_simt import TID_AGAIN
 from sgblas.runtime.device import SIMULATOR
 
 __all__ = ["SkinnyConfig", "MP", "MANIFEST", "generate_source", "grid_for", "guard"]
@@ -344,7 +345,7 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
     # tid: held across the K loop, it and S's column offset spilled at 128 registers (ptxas
     # 13.0; docs/history/tuning-ladder-5-runs-m-to-p.md, rung 39).
     VP = threads // MP // 4
-    w(f"{ind}tn = {_TID_AGAIN}")
+    w(f"{ind}tn = {TID_AGAIN}")
     w(f"{ind}sp = tn % uint32({MP})")
     w(f"{ind}sc = tn // uint32({MP})")
     w(f"{ind}if sp < pl:  # rows past P: not copied, as above")
@@ -368,11 +369,6 @@ def _stage_dot(w, ind: str, r: dict, SBUF: int, piece: str, buf: str, threads: i
     w(f"{ind}            skv = skt < ke")
     w(f"{ind}            cp_async4_if(Ss, int64(swb ^ uint32((t * {4 * VP}) & 7 * 4)) + ((t * {VP}) & ~7) * 4, "
       f"{r['S']}, int64(sp) + skt * s_k, skv)")
-
-
-#: ``threadIdx.x`` read where it is written (:func:`sgblas.kernels.memory.tid_x_again`); the
-#: simulator, which has no inline assembly, reads ``cuda.threadIdx.x``.
-_TID_AGAIN = "uint32(cuda.threadIdx.x)" if SIMULATOR else "tid_x_again()"
 
 
 def _dot_position(w, cfg: SkinnyConfig, ind: str) -> None:
@@ -471,7 +467,7 @@ def _dot_body(cfg: SkinnyConfig, r: dict, w, SBUF: int) -> None:
     # The thread's position again from a fresh read of tid: derived once before the loop, it
     # stayed in registers across it and spilled at 128 registers
     # (docs/history/tuning-ladder-5-runs-m-to-p.md, rung 39).
-    w(f"    tid = {_TID_AGAIN}")
+    w(f"    tid = {TID_AGAIN}")
     w("    warp = tid >> uint32(5)")
     w("    lane = tid & uint32(31)")
     _dot_position(w, cfg, "    ")
