@@ -344,9 +344,50 @@ def axpy_block_py(m: int, n: int):
     return block
 
 
+def _serialise_simulated_shared_arrays() -> None:
+    """Make the simulator's ``cuda.shared.array`` allocate each array once per block.
+
+    Numba's simulator (numba-cuda 0.30) runs a block's threads as Python threads, and its
+    ``FakeCUDAShared.array`` looks the array up by call site and creates it when missing, with
+    nothing between the look-up and the store. A thread switched out between the two makes its
+    own array, so part of the block writes into a copy the rest never reads: wrong products, at
+    random, more often the more the machine is loaded. The replacement does the same look-up
+    under a lock; the call site is the caller's file and line, as Numba's own."""
+    import sys
+    import threading
+
+    import numpy as np
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+    from numba.cuda.simulator import kernelapi
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared.array, "_sgblas_serialised", False):
+        return
+    original = shared.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory, or Numba's own error
+            return original(self, shape, dtype, alignment)
+        frame = sys._getframe(1)
+        site = (frame.f_code.co_filename, frame.f_lineno)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        with lock:
+            res = self._allocations.get(site)
+            if res is None:
+                res = self._allocations[site] = np.empty(shape, dtype)
+        return res
+
+    array._sgblas_serialised = True
+    shared.array = array
+
+
 # --- intrinsics (real targets) ---------------------------------------------------------------
 
 if SIMULATOR:
+    _serialise_simulated_shared_arrays()
     ldg4, lds4, sts4, stg4 = ldg4_py, lds4_py, sts4_py, stg4_py
     ldg2, stg2 = ldg2_py, stg2_py
     ldg1, sts1, stg1 = ldg1_py, sts1_py, stg1_py

@@ -598,6 +598,47 @@ simulator_only = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM", "0") 
 
 
 @simulator_only
+def test_simulated_shared_arrays_are_one_per_block_when_threads_interleave():
+    """Two threads of a block asking for the shared array of one call site at once get the same
+    array (:func:`sgblas.kernels.memory._serialise_simulated_shared_arrays`). The first thread's
+    look-up is held open until the second thread's look-up starts, or half a second passes: the
+    interleaving that gave Numba's simulator alone two arrays, and wrong products at random."""
+    import threading
+
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    class HeldLookups(dict):
+        def __init__(self):
+            super().__init__()
+            self.calls, self.count_lock, self.second = 0, threading.Lock(), threading.Event()
+
+        def get(self, key, default=None):
+            found = super().get(key, default)
+            with self.count_lock:
+                self.calls += 1
+                first = self.calls == 1
+            if first:
+                self.second.wait(0.5)
+            else:
+                self.second.set()
+            return found
+
+    shared = FakeCUDAShared(0)
+    shared._allocations = HeldLookups()
+    got = []
+
+    def allocate():
+        got.append(shared.array(16, np.float32))
+
+    threads = [threading.Thread(target=allocate) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 2 and got[0] is got[1] and len(shared._allocations) == 1
+
+
+@simulator_only
 @pytest.mark.parametrize("name", SIM_VARIANTS, ids=_ids)
 def test_variant_on_the_simulator(name):
     """M, N and K tails in one CTA (K: two full steps and a partial one), padded leading
