@@ -13,6 +13,8 @@ intrinsic has no simulator twin: ``tid_x_again`` (a read of ``%tid.x`` the compi
 hoist), which a generator writes only for a real target; ``ctaid_x_again`` likewise for
 ``%ctaid.x``. The semaphore wait of a serial split, ``ld_acquire_i32`` (an acquire load of an
 int32, never cached in L1), reads plainly in the simulator, whose blocks run one at a time.
+Under the simulator, importing this module also makes Numba's simulated ``cuda.shared.array``
+safe for a block's threads to call at once (:func:`_serialise_simulated_shared_arrays`).
 Intrinsics, unlike ``@cuda.jit(device=True)`` functions or ``@overload`` s, compile inside
 the caller's compilation for the caller's compute capability, so ``compile_ptx(cc=...)`` works
 on a machine without a GPU (the static PTX checks in CI rely on this).
