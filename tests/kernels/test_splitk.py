@@ -195,10 +195,28 @@ SPLIT_CASES = [
     (("T", "T"), 17, 65, 49, 2),
 ]
 
+#: alpha = 1.5, beta = 0 (a NaN C, which slice 0 of a serial split must not read) and
+#: alpha = -1, beta = 0.5.
+ALPHA_BETAS = ((1.5, 0.0), (-1.0, 0.5))
 
-@pytest.mark.parametrize("pair, m, n, k, splits", SPLIT_CASES,
-                         ids=lambda c: c if isinstance(c, int) else "".join(c))
-def test_split_k_calls_every_pair(tiny_splits, pair, m, n, k, splits):
+#: Each case with each alpha/beta: the default run takes one of the two per case, alternating
+#: along the cases (so each runs on two pairs), the slow set the other.
+SPLIT_PARAMS = [pytest.param(*case, ab, marks=() if ab == i % 2 else (pytest.mark.slow,),
+                             id="{}-{}-{}-{}-{}-ab{}".format("".join(case[0]), *case[1:], ab))
+                for i, case in enumerate(SPLIT_CASES) for ab in range(len(ALPHA_BETAS))]
+
+
+def _call_and_check(h, case, name: str, ab: int) -> None:
+    """``sgemm`` of ``case`` by candidate ``name`` with ``ALPHA_BETAS[ab]``, checked against
+    float64 (C poisoned with NaN when beta == 0)."""
+    alpha, beta = ALPHA_BETAS[ab]
+    before = case.reset_c(nan=beta == 0.0)
+    assert sgblas.sgemm(h, *case.args(alpha, beta), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
+    case.check(alpha, beta, C_before=before)
+
+
+@pytest.mark.parametrize("pair, m, n, k, splits, ab", SPLIT_PARAMS)
+def test_split_k_calls_every_pair(tiny_splits, pair, m, n, k, splits, ab):
     case = GemmCase(_seed("split", pair, m, n, k), pair[0], pair[1], m, n, k, pad=1, ld_multiple=4)
     spec = SPLIT_SPECS[pair]
     name = f"{spec.name}/s{splits}"
@@ -208,13 +226,7 @@ def test_split_k_calls_every_pair(tiny_splits, pair, m, n, k, splits):
         plan = plan_named(h, name, *_plan_args(case))
         assert plan.spec is spec and plan.splits == splits and plan.reduce is not None
         assert plan.k_chunk % spec.tile[2] == 0 and (splits - 1) * plan.k_chunk < k <= splits * plan.k_chunk
-        before = case.reset_c(nan=True)
-        assert sgblas.sgemm(h, *case.args(1.5, 0.0), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
-        case.check(1.5, 0.0, C_before=before)
-        before = case.reset_c()
-        assert sgblas.sgemm(h, *case.args(-1.0, 0.5), candidate=name) == Status.SUCCESS, \
-            sgblas.last_error_message()
-        case.check(-1.0, 0.5, C_before=before)
+        _call_and_check(h, case, name, ab)
 
 
 @pytest.fixture
@@ -223,12 +235,11 @@ def tiny_serial(monkeypatch):
     monkeypatch.setattr(candidates, "ACCURACY_MIN_CHUNK", 16)
 
 
-@pytest.mark.parametrize("pair, m, n, k, splits", SPLIT_CASES,
-                         ids=lambda c: c if isinstance(c, int) else "".join(c))
-def test_serial_split_calls_every_pair(tiny_serial, pair, m, n, k, splits):
-    """The slices add into C in turn (``/cS``): right against float64 with beta == 0 on a NaN C
-    (slice 0 reads no C) and with beta != 0; no reduction launched; the semaphores at the
-    workspace's start are zero again after the call, whatever a parallel split left there."""
+@pytest.mark.parametrize("pair, m, n, k, splits, ab", SPLIT_PARAMS)
+def test_serial_split_calls_every_pair(tiny_serial, pair, m, n, k, splits, ab):
+    """The slices add into C in turn (``/cS``): right against float64 (with beta == 0 on a NaN
+    C: slice 0 reads no C); no reduction launched; the semaphores at the workspace's start are
+    zero again after the call, whatever a parallel split left there."""
     case = GemmCase(_seed("serial", pair, m, n, k), pair[0], pair[1], m, n, k, pad=1, ld_multiple=4)
     spec = SPLIT_SPECS[pair]
     name = f"{spec.name}/c{splits}"
@@ -240,14 +251,7 @@ def test_serial_split_calls_every_pair(tiny_serial, pair, m, n, k, splits):
         tiles = plan.grid[0]
         sem = np.ctypeslib.as_array(ctypes.cast(h.workspace_ptr, ctypes.POINTER(ctypes.c_int32)), shape=(tiles,))
         sem[:] = 7  # as a parallel split's partials may leave it
-        before = case.reset_c(nan=True)
-        assert sgblas.sgemm(h, *case.args(1.5, 0.0), candidate=name) == Status.SUCCESS, sgblas.last_error_message()
-        case.check(1.5, 0.0, C_before=before)
-        assert not sem.any(), sem
-        before = case.reset_c()
-        assert sgblas.sgemm(h, *case.args(-1.0, 0.5), candidate=name) == Status.SUCCESS, \
-            sgblas.last_error_message()
-        case.check(-1.0, 0.5, C_before=before)
+        _call_and_check(h, case, name, ab)
         assert not sem.any(), sem
 
 

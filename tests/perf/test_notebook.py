@@ -65,6 +65,7 @@ def test_notebook_switch_is_off_by_default():
     assert "RUN_BENCHMARK = False" in first_code.source
 
 
+@pytest.mark.slow  # a kernel start; the default run renders synthetic results in the switch test
 def test_notebook_executes_on_results(tmp_path, monkeypatch):
     results = tmp_path / "results"
     write_synthetic_results(results)
@@ -92,7 +93,7 @@ def test_run_benchmark_switch_without_gpu_uses_saved_results(tmp_path, monkeypat
     _assert_figures(figure_dir)
 
 
-@pytest.mark.slow  # a kernel start each; the default run executes the notebook three times
+@pytest.mark.slow  # a kernel start each; the default run executes the notebook twice
 def test_notebook_without_overhead_or_accuracy_results_still_runs(tmp_path, monkeypatch):
     results = tmp_path / "results"
     write_synthetic_results(results, overhead_too=False, accuracy_too=False)
@@ -105,7 +106,7 @@ def test_notebook_without_overhead_or_accuracy_results_still_runs(tmp_path, monk
     assert "no overhead results" in text and "no accuracy results" in text
 
 
-@pytest.mark.slow  # a kernel start each; the default run executes the notebook three times
+@pytest.mark.slow  # a kernel start each; the default run executes the notebook twice
 def test_notebook_fails_clearly_without_results(tmp_path, monkeypatch):
     empty = tmp_path / "no-results"
     empty.mkdir()
