@@ -79,6 +79,20 @@ def _captured(driver, stream: int, h, args: tuple):
         driver.cuGraphDestroy(graph)
 
 
+def _eager_then_restored(driver, stream: int, case, alpha: float, beta: float, call) -> tuple:
+    """``call()`` (an ``sgemm`` of ``case`` with ``alpha``, ``beta`` on ``stream``, returning its
+    status) run and checked against float64; C is then put back as it was before the call.
+    Returns ``(C before, C after)``, the latter for a replay to match bit for bit."""
+    before = case.reset_c()
+    assert call() == Status.SUCCESS, sgblas.last_error_message()
+    driver.cuStreamSynchronize(stream)
+    eager = case.dC.copy_to_host()
+    case.check(alpha, beta, C_before=before)
+    case.dC.copy_to_device(before)
+    cuda.synchronize()
+    return before, eager
+
+
 def _stream(driver) -> int:
     err, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
     assert err == driver.CUresult.CUDA_SUCCESS, err
@@ -139,14 +153,8 @@ def test_graph_capture_of_a_split_k_call(driver):
     try:
         with sgblas.Handle(stream=stream) as h:
             assert _explain(h, case).kernel.startswith("sgemm_splitk_")
-            eager_before = case.reset_c()
-            assert sgblas.sgemm(h, *case.args(1.5, 0.5)) == Status.SUCCESS
-            driver.cuStreamSynchronize(stream)
-            eager = case.dC.copy_to_host()
-            case.check(1.5, 0.5, C_before=eager_before)
-
-            case.dC.copy_to_device(eager_before)
-            cuda.synchronize()
+            eager_before, eager = _eager_then_restored(driver, stream, case, 1.5, 0.5,
+                                                       lambda: sgblas.sgemm(h, *case.args(1.5, 0.5)))
             with _captured(driver, stream, h, case.args(1.5, 0.5)) as graph_exec:
                 driver.cuStreamSynchronize(stream)
                 np.testing.assert_array_equal(case.dC.copy_to_host(), eager_before, err_msg="capture ran the kernels")
@@ -234,17 +242,15 @@ def test_serial_split_from_a_thread_without_a_context_and_in_a_graph(driver):
     try:
         with sgblas.Handle(stream=stream, workspace_bytes=4096) as h:  # semaphores only: a serial split
             assert "/c" in _explain(h, case).candidate
-            before = case.reset_c()
-            got = []
-            worker = threading.Thread(target=lambda: got.append(sgblas.sgemm(h, *case.args(1.0, 0.5))))
-            worker.start()
-            worker.join()
-            assert got == [Status.SUCCESS], sgblas.last_error_message()
-            driver.cuStreamSynchronize(stream)
-            eager = case.dC.copy_to_host()
-            case.check(1.0, 0.5, C_before=before)
-            case.dC.copy_to_device(before)
-            cuda.synchronize()
+            def from_a_fresh_thread():
+                got = []
+                worker = threading.Thread(target=lambda: got.append(sgblas.sgemm(h, *case.args(1.0, 0.5))))
+                worker.start()
+                worker.join()
+                assert len(got) == 1, "the worker thread raised"
+                return got[0]
+
+            before, eager = _eager_then_restored(driver, stream, case, 1.0, 0.5, from_a_fresh_thread)
             with _captured(driver, stream, h, case.args(1.0, 0.5)) as graph_exec:
                 for _ in range(2):
                     case.dC.copy_to_device(before)

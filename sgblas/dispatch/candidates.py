@@ -195,8 +195,8 @@ def accuracy_limit(cands: Sequence[Candidate], p: GemmProblem, props: DeviceProp
     for c in cands:
         if c.split is not None and c.split.serial:
             serial = True
-        elif longest_sum(c, k) < shortest:
-            shortest = longest_sum(c, k)
+        else:
+            shortest = min(shortest, longest_sum(c, k))
     if shortest <= ACCURACY_CHUNK:
         return ACCURACY_CHUNK
     limit = int(ACCURACY_SLACK * shortest)
@@ -258,8 +258,7 @@ def serial_splits_of(spec: KernelSpec, p: GemmProblem, props: DeviceProperties, 
     found, wave = [least], -(-tiles * least.splits // n_slots)
     for w in (wave, wave + 1):
         split = split_of(spec, p.k, -(-w * n_slots // tiles), True)
-        if split.splits > found[-1].splits and split.k_chunk >= ACCURACY_MIN_CHUNK \
-                and split.splits <= SERIAL_SPLITS_MAX:
+        if split.splits > found[-1].splits and serial_refusal(spec, split, p, workspace_bytes) is None:
             found.append(split)
     return found
 
